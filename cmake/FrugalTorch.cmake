@@ -1,0 +1,33 @@
+# LibTorch from the pinned PyPI wheel (CMAKE_PREFIX_PATH = torch.utils.cmake_prefix_path).
+# The wheel is the CUDA build, so its CMake config wants the CUDA toolkit; it is only needed
+# to compile and link, and TORCH_CUDA_ARCH_LIST keeps it from probing for a GPU.
+if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+  set(TORCH_CUDA_ARCH_LIST "9.0")
+endif()
+if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+  set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+endif()
+find_package(Torch REQUIRED)
+# TORCH_CXX_FLAGS carries the ABI macro; keep it on everything that sees torch headers.
+separate_arguments(FRUGAL_TORCH_CXX_FLAGS UNIX_COMMAND "${TORCH_CXX_FLAGS}")
+
+# One interface target for torch, so consumers (the library, tests, examples) agree on flags.
+if(NOT TARGET frugal_torch)
+  add_library(frugal_torch INTERFACE)
+  target_link_libraries(frugal_torch INTERFACE torch)
+  target_compile_options(frugal_torch INTERFACE ${FRUGAL_TORCH_CXX_FLAGS})
+  # torch ships its own fmt (v12) in its include folder, ahead of Debian's fmt 9 that spdlog
+  # is built against: frugal formats with torch's fmt, header-only (c10 does not export fmt),
+  # and keeps spdlog in one translation unit that never sees torch's include folder.
+  target_compile_definitions(frugal_torch INTERFACE FMT_HEADER_ONLY=1)
+endif()
+
+# The precompiled header every torch-using target shares the recipe for.
+function(frugal_torch_pch target)
+  if(FRUGAL_USE_PCH)
+    target_precompile_headers(${target} PRIVATE
+      <torch/torch.h>
+      <fmt/format.h>
+      <nlohmann/json.hpp>)
+  endif()
+endfunction()

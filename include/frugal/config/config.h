@@ -1,0 +1,125 @@
+// The typed configuration: one struct per YAML section (docs/config.md is the schema).
+// Defaults here are the documented defaults; load_config() fills these from YAML, applies
+// `extends:` and `--set` overrides, and validates. Names are part of the public contract:
+// keep them stable.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace frugal {
+
+struct RunConfig {
+  std::string name = "run";
+  std::string dir = "runs";      // the run directory is <dir>/<name>
+  uint64_t seed = 1337;
+  std::string resume = "never";  // never | auto | PATH (a checkpoint directory)
+  bool overwrite = false;        // replace an existing run directory (never implied)
+  int64_t threads = 0;           // intra-op threads; 0 = torch's default
+};
+
+struct ModelConfig {
+  std::string type = "gpt";  // gpt | mlp | convnet | a user-registered name
+  std::string size;          // gpt preset: gpt-tiny | gpt-mini | gpt-small | gpt2-124m | ...
+  // gpt (a preset fills these; keys given explicitly win over the preset)
+  int64_t vocab_size = 256;
+  int64_t block_size = 128;  // maximum sequence length
+  int64_t n_layer = 4;
+  int64_t n_head = 4;
+  int64_t n_embd = 128;
+  double dropout = 0.0;
+  bool bias = true;
+  // mlp
+  int64_t in_features = 32;
+  std::vector<int64_t> hidden = {64, 64};
+  int64_t out_features = 10;
+  // convnet
+  int64_t in_channels = 1;
+  int64_t image_size = 28;
+  std::vector<int64_t> channels = {16, 32};
+  int64_t num_classes = 10;
+  // Free-form settings for user-registered model types (model.options: {key: value}).
+  std::map<std::string, std::string> options;
+};
+
+struct DataConfig {
+  std::string type = "synthetic";  // tokens | idx | synthetic | text
+  std::string path;                // tokens: .bin shard or folder of shards; idx: images
+                                   // file; text: a text file or a folder of text files
+  std::string labels_path;         // idx: labels file
+  std::string val_path;            // optional held-out data; else val_fraction of path
+  double val_fraction = 0.05;
+  std::string token_format = "auto";  // auto | nanogpt (raw uint16) | llmc (256 x int32 header)
+  int64_t micro_batch_size = 8;
+  int64_t seq_len = 0;  // tokens per sample; 0 = model.block_size
+  int64_t num_workers = 1;
+  bool pin_memory = false;
+  bool shuffle = true;
+  int64_t synthetic_samples = 4096;  // synthetic: how many samples in the training split
+};
+
+struct OptimConfig {
+  std::string type = "adamw";  // adamw | adam | sgd
+  double lr = 3e-4;
+  std::array<double, 2> betas = {0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  double momentum = 0.0;  // sgd
+  bool nesterov = false;  // sgd
+  double clip_grad_norm = 0.0;  // 0 = off
+};
+
+struct ScheduleConfig {
+  std::string type = "constant";  // constant | cosine | linear | step
+  int64_t warmup_steps = 0;
+  double min_lr = 0.0;     // cosine / linear: the floor reached at the end of decay
+  int64_t decay_steps = 0; // cosine / linear: steps of decay after warmup; 0 = until max_steps
+  int64_t step_size = 1000;  // step: multiply lr by gamma every step_size steps
+  double gamma = 0.1;
+};
+
+struct TrainConfig {
+  int64_t max_steps = 1000;
+  int64_t eval_every = 0;    // 0 = no periodic eval
+  int64_t eval_batches = 10;
+  int64_t log_every = 10;
+  int64_t checkpoint_every = 0;  // 0 = only at the end
+  int64_t keep_last = 3;
+  std::string progress = "auto";  // auto (bar on a terminal, lines otherwise) | bar | lines | none
+};
+
+// Text sampled from a language model at the end of training.
+struct GenerateConfig {
+  int64_t tokens = 0;  // 0 = don't sample
+  double temperature = 0.8;
+  int64_t top_k = 0;  // 0 = full distribution
+  std::string prompt = "\n";
+};
+
+struct StrategyConfig {
+  std::string precision = "fp32";
+  int64_t accumulation = 1;  // micro-batches per optimizer step
+};
+
+struct DistributedConfig {
+  std::string backend = "auto";  // auto | nccl | gloo
+  double timeout_s = 300;
+};
+
+struct Config {
+  RunConfig run;
+  ModelConfig model;
+  DataConfig data;
+  OptimConfig optim;
+  ScheduleConfig schedule;
+  TrainConfig train;
+  GenerateConfig generate;
+  StrategyConfig strategy;
+  DistributedConfig distributed;
+  std::string source;  // the file it was loaded from ("" when built in code)
+};
+
+}  // namespace frugal

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Everything frugal needs, from a bare Debian machine to a built tree: Debian packages, the
+# pinned torch wheel in a venv, a CMake configure and build. Idempotent: a second run only
+# checks and rebuilds what changed (seconds).
+#
+# The venv is heavy (the CUDA torch wheel, ~3 GiB), so it lives in a cache folder keyed by the
+# pins and .venv links to it: a second clone on the same machine sets up in seconds.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+say() { printf '[bootstrap] %s\n' "$*"; }
+
+# --- Debian packages -------------------------------------------------------------------------
+debs=(
+  g++ cmake ninja-build ccache pkg-config python3-venv
+  libyaml-cpp-dev libspdlog-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev
+  libopenmpi-dev openmpi-bin
+  fortunes fortunes-min
+)
+missing=()
+for p in "${debs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# python3-venv is only needed where python3 is Debian's; a pyenv python has venv built in.
+if [ ${#missing[@]} -gt 0 ] && [ "${missing[*]}" != "python3-venv" ]; then
+  say "installing Debian packages: ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# --- Python venv with the pinned torch -------------------------------------------------------
+torch_pin=$(sed -n 's/^torch==//p' requirements.txt)
+req_hash=$(sha256sum requirements.txt | cut -c1-12)
+cache="${FRUGAL_CACHE:-$HOME/.cache/frugal}"
+venv="$cache/venv-torch${torch_pin}"
+mkdir -p "$cache"
+if [ ! -f "$venv/.frugal-$req_hash" ]; then
+  say "creating $venv (torch==$torch_pin; several minutes on a fresh machine)"
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check --progress-bar off -r requirements.txt
+  touch "$venv/.frugal-$req_hash"
+fi
+if [ "$(readlink .venv 2>/dev/null)" != "$venv" ]; then
+  rm -f .venv
+  ln -s "$venv" .venv
+fi
+
+# --- Configure and build ---------------------------------------------------------------------
+build_type="${FRUGAL_BUILD_TYPE:-Release}"
+if [ ! -f build/build.ninja ]; then
+  say "configuring build/ ($build_type)"
+  torch_prefix=$(.venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)')
+  cmake -S . -B build -G Ninja \
+    -DCMAKE_BUILD_TYPE="$build_type" \
+    -DCMAKE_PREFIX_PATH="$torch_prefix" \
+    -DPython3_EXECUTABLE="$root/.venv/bin/python" \
+    -DTORCH_CUDA_ARCH_LIST=9.0 >build-configure.log 2>&1 || { cat build-configure.log; exit 1; }
+  rm -f build-configure.log
+fi
+say "building (ninja, $(nproc) jobs)"
+cmake --build build --parallel "$(nproc)"
