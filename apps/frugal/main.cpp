@@ -1,2 +1,39 @@
+// frugal: the command line. Errors a user can cause (frugal::Error, bad arguments) print one
+// line and exit 2; anything else is an internal error, exit 1.
+#include <c10/util/Exception.h>
+
 #include <iostream>
-int main() { std::cout << "frugal\n"; }
+
+#include "commands.h"
+#include "frugal/util/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"frugal: train models that would not otherwise fit, fast", "frugal"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "frugal 0.1.0");
+  frugal::cli::Action run;
+  frugal::cli::add_train(app, run);
+  frugal::cli::add_config(app, run);
+  frugal::cli::add_export(app, run);
+  frugal::cli::add_prepare_text(app, run);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  try {
+    return run ? run() : 0;
+  } catch (const frugal::Error& e) {
+    std::cerr << "frugal: error: " << e.what() << std::endl;
+    return 2;
+  } catch (const c10::Error& e) {
+    std::cerr << "frugal: internal error: " << e.what_without_backtrace() << std::endl;
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "frugal: internal error: " << e.what() << std::endl;
+    return 1;
+  }
+}

@@ -1,0 +1,25 @@
+// Each subcommand registers itself on the CLI11 app and sets `run` to what executes it.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace frugal::cli {
+
+using Action = std::function<int()>;
+
+void add_train(CLI::App& app, Action& run);
+void add_config(CLI::App& app, Action& run);
+void add_export(CLI::App& app, Action& run);
+void add_prepare_text(CLI::App& app, Action& run);
+
+// The configuration a command works on: the file given, or the built-in default when
+// path is empty; overrides are `--set a.b=value` strings.
+struct ConfigSource {
+  std::string path;
+  std::vector<std::string> overrides;
+};
+void add_config_options(CLI::App& cmd, ConfigSource& src, bool path_required);
+
+}  // namespace frugal::cli

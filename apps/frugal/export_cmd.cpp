@@ -1,0 +1,63 @@
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "commands.h"
+#include "frugal/io/checkpoint.h"
+#include "frugal/io/pt_export.h"
+#include "frugal/io/safetensors.h"
+#include "frugal/util/error.h"
+
+namespace fs = std::filesystem;
+
+namespace frugal::cli {
+namespace {
+
+struct ExportArgs {
+  std::string source;
+  std::string format = "safetensors";
+  std::string output;
+  bool overwrite = false;
+};
+
+// A run directory means its newest checkpoint; a checkpoint directory means itself.
+fs::path resolve_checkpoint(const fs::path& source) {
+  if (fs::exists(source / "manifest.json")) return source;
+  if (auto latest = latest_checkpoint(source / "checkpoints")) return *latest;
+  throw Error(fmt::format("export: '{}' is neither a checkpoint nor a run directory with one",
+                          source.string()));
+}
+
+}  // namespace
+
+void add_export(CLI::App& app, Action& run) {
+  auto args = std::make_shared<ExportArgs>();
+  auto* cmd = app.add_subcommand("export", "Write a checkpoint's weights as .pt or safetensors");
+  cmd->add_option("source", args->source, "Run directory or checkpoint directory")->required();
+  cmd->add_option("--format", args->format, "pt | safetensors")
+      ->check(CLI::IsMember({"pt", "safetensors"}));
+  cmd->add_option("-o,--output", args->output, "Output file")->required();
+  cmd->add_flag("--overwrite", args->overwrite, "Replace the output file if it exists");
+  cmd->callback([&run, args] {
+    run = [args] {
+      const fs::path out(args->output);
+      if (fs::exists(out) && !args->overwrite) {
+        throw Error(fmt::format("export: '{}' already exists (pass --overwrite to replace it)",
+                                out.string()));
+      }
+      const fs::path ckpt_dir = resolve_checkpoint(args->source);
+      Checkpoint ckpt = load_checkpoint(ckpt_dir);
+      if (args->format == "pt") {
+        write_pt(out, ckpt.model);
+      } else {
+        write_safetensors(out, ckpt.model, {{"format", "pt"}, {"source", ckpt_dir.string()}});
+      }
+      std::cout << fmt::format("wrote {} tensors from {} to {}\n", ckpt.model.size(),
+                               ckpt_dir.string(), out.string());
+      return 0;
+    };
+  });
+}
+
+}  // namespace frugal::cli

@@ -1,0 +1,12 @@
+#pragma once
+
+#include "commands.h"
+#include "frugal/config/config.h"
+
+namespace frugal::cli {
+
+// The config file given, or the built-in default (a char-level GPT on the fortunes corpus
+// that Debian's `fortunes` package installs) when none is.
+Config load(const ConfigSource& src);
+
+}  // namespace frugal::cli

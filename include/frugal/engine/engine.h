@@ -1,0 +1,75 @@
+// The composition point: one optimizer step over a batch, readable top to bottom
+// (GUIDE.md §2). The batch is split into `accumulation` micro-batches; each micro-batch's
+// loss *sum* is divided by the target count of the whole step, so the gradients equal those
+// of one large batch whatever the accumulation.
+//
+//   for each micro-batch i of k:  loss = loss_sum_fn(micro) / step_targets;  loss.backward()
+//   norm = global grad norm; clip if configured
+//   lr = schedule(step); optimizer.step(); zero_grad
+//
+// The strategies (precision, checkpointing, sharding, offload) plug into these points.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <functional>
+#include <memory>
+
+#include "frugal/config/config.h"
+#include "frugal/data/batch.h"
+#include "frugal/optim/schedule.h"
+
+namespace frugal {
+
+// Returns the SUM of per-target losses of one micro-batch (e.g. frugal::cross_entropy_sum).
+using LossFn = std::function<at::Tensor(const Batch& micro_batch)>;
+
+struct StepStats {
+  int64_t step = 0;       // optimizer steps done after this one
+  double loss = 0.0;      // mean loss per target over the whole step
+  double grad_norm = 0.0; // global L2 norm before clipping
+  double lr = 0.0;        // learning rate this step used
+  int64_t samples = 0;
+  int64_t targets = 0;
+  bool skipped = false;   // optimizer step skipped (e.g. non-finite gradients)
+  double seconds = 0.0;   // wall time of the step
+};
+
+struct EngineOptions {
+  StrategyConfig strategy;
+  double clip_grad_norm = 0.0;  // 0 = no clipping
+};
+
+class Engine {
+ public:
+  explicit Engine(EngineOptions options);
+
+  // Takes the model and its optimizer (and optionally a schedule: without one the
+  // optimizer's own learning rate is used). Call once, before step().
+  void setup(std::shared_ptr<torch::nn::Module> model,
+             std::shared_ptr<torch::optim::Optimizer> optimizer,
+             std::shared_ptr<const LrSchedule> schedule = nullptr);
+
+  StepStats step(const Batch& batch, const LossFn& loss_sum_fn);
+
+  int64_t steps_done() const { return steps_done_; }
+  void set_steps_done(int64_t steps) { steps_done_ = steps; }
+  torch::nn::Module& model() { return *model_; }
+  torch::optim::Optimizer& optimizer() { return *optimizer_; }
+  const EngineOptions& options() const { return options_; }
+
+ private:
+  EngineOptions options_;
+  std::shared_ptr<torch::nn::Module> model_;
+  std::shared_ptr<torch::optim::Optimizer> optimizer_;
+  std::shared_ptr<const LrSchedule> schedule_;
+  std::vector<at::Tensor> params_;
+  int64_t steps_done_ = 0;
+};
+
+// Splits a batch into k micro-batches along dim 0 (sizes differ by at most one).
+std::vector<Batch> split_batch(const Batch& batch, int64_t k);
+
+}  // namespace frugal

@@ -1,0 +1,91 @@
+// A decoder-only transformer (GPT-2 shape): token + position embeddings, pre-LayerNorm blocks
+// of causal self-attention (scaled_dot_product_attention) and a GELU MLP, a final LayerNorm,
+// and an output projection tied to the token embedding. Parameter names follow what the same
+// model written in PyTorch would produce: tok_emb.weight, pos_emb.weight,
+// blocks.0.ln1.weight, blocks.0.attn.qkv.weight, blocks.0.attn.proj.weight, blocks.0.ln2.*,
+// blocks.0.mlp.fc.*, blocks.0.mlp.proj.*, ln_f.*.
+#pragma once
+
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include "frugal/config/config.h"
+#include "frugal/models/model.h"
+
+namespace frugal {
+
+struct GptOptions {
+  int64_t vocab_size = 256;
+  int64_t block_size = 128;
+  int64_t n_layer = 4;
+  int64_t n_head = 4;
+  int64_t n_embd = 128;
+  double dropout = 0.0;
+  bool bias = true;
+
+  static GptOptions from(const ModelConfig& cfg);
+};
+
+class CausalSelfAttention : public torch::nn::Module {
+ public:
+  explicit CausalSelfAttention(const GptOptions& o);
+  at::Tensor forward(const at::Tensor& x);  // (B, T, C) -> (B, T, C)
+
+  torch::nn::Linear qkv{nullptr};   // C -> 3C
+  torch::nn::Linear proj{nullptr};  // C -> C
+  torch::nn::Dropout resid_drop{nullptr};
+
+ private:
+  int64_t n_head_;
+  double dropout_;
+};
+
+class GptMlp : public torch::nn::Module {
+ public:
+  explicit GptMlp(const GptOptions& o);
+  at::Tensor forward(const at::Tensor& x);  // (B, T, C) -> (B, T, C)
+
+  torch::nn::Linear fc{nullptr};    // C -> 4C
+  torch::nn::Linear proj{nullptr};  // 4C -> C
+  torch::nn::Dropout drop{nullptr};
+};
+
+class GptBlock : public torch::nn::Module {
+ public:
+  explicit GptBlock(const GptOptions& o);
+  at::Tensor forward(const at::Tensor& x);  // x + attn(ln1(x)); x + mlp(ln2(x))
+
+  torch::nn::LayerNorm ln1{nullptr};
+  std::shared_ptr<CausalSelfAttention> attn;
+  torch::nn::LayerNorm ln2{nullptr};
+  std::shared_ptr<GptMlp> mlp;
+};
+
+class Gpt : public Model {
+ public:
+  explicit Gpt(const GptOptions& o);
+  at::Tensor forward(const at::Tensor& idx) override;  // (B, T) int64 -> (B, T, vocab) logits
+  std::vector<std::string> block_lists() const override { return {"blocks"}; }
+
+  // Autoregressive sampling: idx (1, T0) -> (1, T0 + new_tokens). temperature > 0;
+  // top_k 0 = the full distribution. Runs in eval mode without gradients.
+  at::Tensor generate(at::Tensor idx, int64_t new_tokens, double temperature, int64_t top_k,
+                      at::Generator generator);
+
+  const GptOptions& options() const { return options_; }
+
+  torch::nn::Embedding tok_emb{nullptr};
+  torch::nn::Embedding pos_emb{nullptr};
+  torch::nn::Dropout drop{nullptr};
+  torch::nn::ModuleList blocks{nullptr};
+  torch::nn::LayerNorm ln_f{nullptr};
+
+ private:
+  void init_weights();
+  GptOptions options_;
+};
+
+}  // namespace frugal

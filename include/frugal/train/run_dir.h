@@ -1,0 +1,23 @@
+// The run directory <run.dir>/<run.name>: config.resolved.yaml, metrics.jsonl, train.log,
+// checkpoints/. Deciding what to do with an existing one is here, in one place:
+//   resume: never  an existing, non-empty run directory is an error unless overwrite: true
+//   resume: auto   continue from its newest checkpoint; without one, as `never`
+//   resume: PATH   continue from that checkpoint directory
+#pragma once
+
+#include <filesystem>
+#include <optional>
+
+#include "frugal/config/config.h"
+
+namespace frugal {
+
+struct RunDirPlan {
+  std::filesystem::path dir;
+  std::optional<std::filesystem::path> resume_from;  // checkpoint directory to load
+};
+
+// Decides, and creates the directory (removing the old one only when run.overwrite is true).
+RunDirPlan prepare_run_dir(const Config& cfg);
+
+}  // namespace frugal

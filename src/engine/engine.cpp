@@ -1,0 +1,86 @@
+#include "frugal/engine/engine.h"
+
+#include <ATen/ATen.h>
+#include <torch/autograd.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "frugal/optim/clip.h"
+#include "frugal/optim/optimizer.h"
+#include "frugal/util/error.h"
+
+namespace frugal {
+
+std::vector<Batch> split_batch(const Batch& batch, int64_t k) {
+  if (k < 1 || batch.size() < k) {
+    throw Error("strategy.accumulation: cannot split a batch of " + std::to_string(batch.size()) +
+                " samples into " + std::to_string(k) + " micro-batches");
+  }
+  if (k == 1) return {batch};
+  auto xs = batch.x.tensor_split(k, 0);
+  auto ys = batch.y.tensor_split(k, 0);
+  std::vector<Batch> out;
+  out.reserve(k);
+  for (int64_t i = 0; i < k; ++i) out.push_back(Batch{xs[i], ys[i]});
+  return out;
+}
+
+Engine::Engine(EngineOptions options) : options_(std::move(options)) {
+  if (options_.strategy.precision != "fp32") {
+    throw Error("strategy.precision: '" + options_.strategy.precision +
+                "' is not available in this build (only fp32)");
+  }
+  if (options_.strategy.accumulation < 1) {
+    throw Error("strategy.accumulation: must be >= 1");
+  }
+}
+
+void Engine::setup(std::shared_ptr<torch::nn::Module> model,
+                   std::shared_ptr<torch::optim::Optimizer> optimizer,
+                   std::shared_ptr<const LrSchedule> schedule) {
+  model_ = std::move(model);
+  optimizer_ = std::move(optimizer);
+  schedule_ = std::move(schedule);
+  params_ = model_->parameters();
+}
+
+StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
+  if (!model_ || !optimizer_) throw std::logic_error("Engine::step called before setup()");
+  const auto start = std::chrono::steady_clock::now();
+  StepStats stats;
+  stats.samples = batch.size();
+  stats.targets = batch.num_targets();
+  const double step_targets = static_cast<double>(stats.targets);
+
+  // 1. Forward and backward over the micro-batches; gradients accumulate in .grad.
+  double loss_sum = 0.0;
+  for (const Batch& micro : split_batch(batch, options_.strategy.accumulation)) {
+    at::Tensor loss = loss_sum_fn(micro) / step_targets;
+    loss.backward();
+    loss_sum += loss.detach().item<double>();
+  }
+  stats.loss = loss_sum;
+
+  // 2. Global gradient norm, clipping.
+  stats.grad_norm = std::sqrt(grad_norm_squared(params_).item<double>());
+  if (options_.clip_grad_norm > 0.0) clip_grads(params_, stats.grad_norm, options_.clip_grad_norm);
+
+  // 3. The update.
+  stats.lr = schedule_ ? schedule_->lr_at(steps_done_)
+                       : optimizer_->param_groups().front().options().get_lr();
+  if (schedule_) set_learning_rate(*optimizer_, stats.lr);
+  if (std::isfinite(stats.grad_norm)) {
+    optimizer_->step();
+  } else {
+    stats.skipped = true;  // a non-finite gradient would poison the weights
+  }
+  optimizer_->zero_grad(/*set_to_none=*/true);
+  ++steps_done_;
+
+  stats.step = steps_done_;
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
+}  // namespace frugal

@@ -1,0 +1,148 @@
+#include "frugal/models/gpt.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/functional/activation.h>
+#include <torch/nn/functional/linear.h>
+#include <torch/nn/init.h>
+#include <torch/utils.h>
+
+#include <cmath>
+
+#include "frugal/util/error.h"
+
+namespace frugal {
+
+GptOptions GptOptions::from(const ModelConfig& c) {
+  GptOptions o;
+  o.vocab_size = c.vocab_size;
+  o.block_size = c.block_size;
+  o.n_layer = c.n_layer;
+  o.n_head = c.n_head;
+  o.n_embd = c.n_embd;
+  o.dropout = c.dropout;
+  o.bias = c.bias;
+  if (o.n_embd % o.n_head != 0) {
+    throw Error("model: n_embd (" + std::to_string(o.n_embd) + ") must be divisible by n_head (" +
+                std::to_string(o.n_head) + ")");
+  }
+  return o;
+}
+
+CausalSelfAttention::CausalSelfAttention(const GptOptions& o)
+    : n_head_(o.n_head), dropout_(o.dropout) {
+  qkv = register_module("qkv",
+                        torch::nn::Linear(torch::nn::LinearOptions(o.n_embd, 3 * o.n_embd).bias(o.bias)));
+  proj = register_module("proj",
+                         torch::nn::Linear(torch::nn::LinearOptions(o.n_embd, o.n_embd).bias(o.bias)));
+  resid_drop = register_module("resid_drop", torch::nn::Dropout(o.dropout));
+}
+
+at::Tensor CausalSelfAttention::forward(const at::Tensor& x) {
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
+  auto parts = qkv->forward(x).split(C, /*dim=*/2);  // 3 x (B, T, C)
+  auto heads = [&](const at::Tensor& t) {            // (B, T, C) -> (B, nh, T, hs)
+    return t.view({B, T, n_head_, C / n_head_}).transpose(1, 2);
+  };
+  at::Tensor y = at::scaled_dot_product_attention(heads(parts[0]), heads(parts[1]),
+                                                  heads(parts[2]), /*attn_mask=*/{},
+                                                  is_training() ? dropout_ : 0.0,
+                                                  /*is_causal=*/true);  // (B, nh, T, hs)
+  y = y.transpose(1, 2).contiguous().view({B, T, C});
+  return resid_drop->forward(proj->forward(y));
+}
+
+GptMlp::GptMlp(const GptOptions& o) {
+  fc = register_module("fc",
+                       torch::nn::Linear(torch::nn::LinearOptions(o.n_embd, 4 * o.n_embd).bias(o.bias)));
+  proj = register_module("proj",
+                         torch::nn::Linear(torch::nn::LinearOptions(4 * o.n_embd, o.n_embd).bias(o.bias)));
+  drop = register_module("drop", torch::nn::Dropout(o.dropout));
+}
+
+at::Tensor GptMlp::forward(const at::Tensor& x) {
+  // tanh-approximated GELU, as GPT-2 used.
+  return drop->forward(proj->forward(at::gelu(fc->forward(x), "tanh")));
+}
+
+GptBlock::GptBlock(const GptOptions& o) {
+  auto ln = [&] {
+    return torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.n_embd}).elementwise_affine(true));
+  };
+  ln1 = register_module("ln1", ln());
+  attn = register_module("attn", std::make_shared<CausalSelfAttention>(o));
+  ln2 = register_module("ln2", ln());
+  mlp = register_module("mlp", std::make_shared<GptMlp>(o));
+}
+
+at::Tensor GptBlock::forward(const at::Tensor& x) {
+  at::Tensor h = x + attn->forward(ln1->forward(x));
+  return h + mlp->forward(ln2->forward(h));
+}
+
+Gpt::Gpt(const GptOptions& o) : options_(o) {
+  tok_emb = register_module("tok_emb", torch::nn::Embedding(o.vocab_size, o.n_embd));
+  pos_emb = register_module("pos_emb", torch::nn::Embedding(o.block_size, o.n_embd));
+  drop = register_module("drop", torch::nn::Dropout(o.dropout));
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  for (int64_t i = 0; i < o.n_layer; ++i) blocks->push_back(std::make_shared<GptBlock>(o));
+  ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.n_embd})));
+  init_weights();
+}
+
+void Gpt::init_weights() {
+  // GPT-2's scheme: N(0, 0.02) for matrices and embeddings, zero biases, and the residual
+  // projections scaled by 1/sqrt(2 * n_layer) so the residual stream's variance stays put.
+  torch::NoGradGuard no_grad;
+  const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(options_.n_layer));
+  for (auto& item : named_parameters()) {
+    const std::string& name = item.key();
+    at::Tensor& p = item.value();
+    const bool is_bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    const bool is_norm = name.find("ln") != std::string::npos;
+    if (is_norm) {
+      if (is_bias) p.zero_(); else p.fill_(1.0);
+    } else if (is_bias) {
+      p.zero_();
+    } else {
+      const bool residual = name.find(".proj.weight") != std::string::npos;
+      p.normal_(0.0, residual ? residual_std : 0.02);
+    }
+  }
+}
+
+at::Tensor Gpt::forward(const at::Tensor& idx) {
+  const int64_t T = idx.size(1);
+  if (T > options_.block_size) {
+    throw Error("model: sequence length " + std::to_string(T) + " exceeds block_size " +
+                std::to_string(options_.block_size));
+  }
+  at::Tensor pos = at::arange(T, idx.options().dtype(at::kLong));  // (T)
+  at::Tensor x = drop->forward(tok_emb->forward(idx) + pos_emb->forward(pos));  // (B, T, C)
+  for (const auto& block : *blocks) x = block->as<GptBlock>()->forward(x);
+  x = ln_f->forward(x);
+  // Output projection tied to the token embedding: no separate lm_head parameter.
+  return torch::nn::functional::linear(x, tok_emb->weight);  // (B, T, vocab)
+}
+
+at::Tensor Gpt::generate(at::Tensor idx, int64_t new_tokens, double temperature, int64_t top_k,
+                         at::Generator generator) {
+  torch::NoGradGuard no_grad;
+  const bool was_training = is_training();
+  eval();
+  for (int64_t i = 0; i < new_tokens; ++i) {
+    const int64_t T = idx.size(1);
+    at::Tensor context = T > options_.block_size ? idx.slice(1, T - options_.block_size) : idx;
+    at::Tensor logits = forward(context).select(1, -1) / temperature;  // (1, vocab)
+    if (top_k > 0 && top_k < logits.size(-1)) {
+      at::Tensor kth = std::get<0>(logits.topk(top_k, -1)).select(-1, -1).unsqueeze(-1);
+      logits = logits.masked_fill(logits < kth, -std::numeric_limits<double>::infinity());
+    }
+    at::Tensor probs = at::softmax(logits, -1);
+    at::Tensor next = at::multinomial(probs, 1, /*replacement=*/false, generator);  // (1, 1)
+    idx = at::cat({idx, next}, 1);
+  }
+  train(was_training);
+  return idx;
+}
+
+}  // namespace frugal

@@ -1,0 +1,74 @@
+#include "frugal/optim/optimizer.h"
+
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+#include "frugal/util/error.h"
+
+namespace frugal {
+namespace {
+
+std::unique_ptr<torch::optim::OptimizerOptions> options_for(const OptimConfig& c,
+                                                            double weight_decay) {
+  if (c.type == "adamw") {
+    return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(c.lr)
+                                                            .betas({c.betas[0], c.betas[1]})
+                                                            .eps(c.eps)
+                                                            .weight_decay(weight_decay));
+  }
+  if (c.type == "adam") {
+    return std::make_unique<torch::optim::AdamOptions>(torch::optim::AdamOptions(c.lr)
+                                                           .betas({c.betas[0], c.betas[1]})
+                                                           .eps(c.eps)
+                                                           .weight_decay(weight_decay));
+  }
+  if (c.type == "sgd") {
+    return std::make_unique<torch::optim::SGDOptions>(torch::optim::SGDOptions(c.lr)
+                                                          .momentum(c.momentum)
+                                                          .nesterov(c.nesterov)
+                                                          .weight_decay(weight_decay));
+  }
+  throw Error("optim.type: unknown optimizer '" + c.type + "' (expected adamw, adam or sgd)");
+}
+
+std::shared_ptr<torch::optim::Optimizer> build(const OptimConfig& c,
+                                               std::vector<torch::optim::OptimizerParamGroup> groups) {
+  auto defaults = options_for(c, c.weight_decay);
+  if (c.type == "adamw") {
+    return std::make_shared<torch::optim::AdamW>(
+        std::move(groups), static_cast<torch::optim::AdamWOptions&>(*defaults));
+  }
+  if (c.type == "adam") {
+    return std::make_shared<torch::optim::Adam>(std::move(groups),
+                                                static_cast<torch::optim::AdamOptions&>(*defaults));
+  }
+  return std::make_shared<torch::optim::SGD>(std::move(groups),
+                                             static_cast<torch::optim::SGDOptions&>(*defaults));
+}
+
+}  // namespace
+
+std::shared_ptr<torch::optim::Optimizer> make_optimizer(const OptimConfig& cfg,
+                                                        const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> decay, no_decay;
+  for (const auto& p : params) {
+    if (!p.requires_grad()) continue;
+    (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  }
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, options_for(cfg, cfg.weight_decay));
+  groups.emplace_back(no_decay, options_for(cfg, 0.0));
+  return build(cfg, std::move(groups));
+}
+
+std::shared_ptr<torch::optim::Optimizer> make_optimizer(const OptimConfig& cfg,
+                                                        const torch::nn::Module& model) {
+  return make_optimizer(cfg, model.parameters());
+}
+
+void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
+  for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+}
+
+}  // namespace frugal

@@ -1,0 +1,246 @@
+#include "frugal/train/trainer.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+#include <torch/utils.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "frugal/config/load.h"
+#include "frugal/data/dataset.h"
+#include "frugal/data/loader.h"
+#include "frugal/engine/state.h"
+#include "frugal/io/atomic_file.h"
+#include "frugal/io/checkpoint.h"
+#include "frugal/models/gpt.h"
+#include "frugal/models/registry.h"
+#include "frugal/optim/optimizer.h"
+#include "frugal/train/metrics.h"
+#include "frugal/train/progress.h"
+#include "frugal/train/run_dir.h"
+#include "frugal/util/error.h"
+#include "frugal/util/log.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace frugal {
+
+struct Trainer::Impl {
+  Config cfg;
+  RunDirPlan plan;
+  std::shared_ptr<Model> model;
+  std::unique_ptr<Engine> engine;
+  std::shared_ptr<Dataset> val_data;
+  std::unique_ptr<DataLoader> loader;
+  fs::path last_checkpoint;
+  int64_t last_checkpoint_step = -1;
+
+  explicit Impl(Config c) : cfg(std::move(c)) {}
+
+  LossFn loss_fn() {
+    return [this](const Batch& mb) { return model->loss_sum(model->forward(mb.x), mb.y); };
+  }
+
+  // Mean loss per target over up to eval_batches batches of the validation split.
+  double evaluate() {
+    if (!val_data || val_data->size() < cfg.data.micro_batch_size) {
+      return std::numeric_limits<double>::quiet_NaN();
+    }
+    LoaderOptions opts;
+    opts.batch_size = cfg.data.micro_batch_size;
+    opts.shuffle = false;
+    opts.num_workers = 0;
+    DataLoader val_loader(val_data, opts);
+    const int64_t batches = std::min(cfg.train.eval_batches, val_loader.batches_per_epoch());
+    torch::NoGradGuard no_grad;
+    model->eval();
+    double sum = 0.0;
+    int64_t count = 0;
+    for (int64_t i = 0; i < batches; ++i) {
+      Batch b = val_loader.next();
+      sum += model->loss_sum(model->forward(b.x), b.y).item<double>();
+      count += b.num_targets();
+    }
+    model->train();
+    return count > 0 ? sum / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN();
+  }
+
+  void save(int64_t step) {
+    Checkpoint ckpt;
+    ckpt.step = step;
+    ckpt.model = module_state(*model);
+    ckpt.optimizer = optimizer_state(engine->optimizer());
+    ckpt.state = rng_state();
+    const LoaderPosition pos = loader->position();
+    ckpt.meta_json = json{{"step", step},
+                          {"data", {{"epoch", pos.epoch}, {"batch", pos.batch}}},
+                          {"fingerprint", config_fingerprint(cfg)},
+                          {"config", to_yaml(cfg)}}
+                         .dump(2);
+    last_checkpoint = save_checkpoint(plan.dir / "checkpoints", ckpt, cfg.train.keep_last);
+    last_checkpoint_step = step;
+  }
+
+  int64_t resume(const fs::path& from) {
+    Checkpoint ckpt = load_checkpoint(from);
+    json meta;
+    try {
+      meta = json::parse(ckpt.meta_json);
+    } catch (const json::exception& e) {
+      throw Error(fmt::format("{}: corrupt meta.json ({})", (from / "meta.json").string(), e.what()));
+    }
+    const std::string theirs = meta.value("fingerprint", std::string());
+    const std::string ours = config_fingerprint(cfg);
+    if (theirs != ours) {
+      throw Error(fmt::format(
+          "run.resume: checkpoint '{}' was written with different model/data/optim/schedule/"
+          "strategy settings (fingerprint {} vs {}); restore them or start a new run.name",
+          from.string(), theirs, ours));
+    }
+    load_module_state(*model, ckpt.model, (from / "model.pt").string());
+    load_optimizer_state(engine->optimizer(), ckpt.optimizer, (from / "optimizer.pt").string());
+    load_rng_state(ckpt.state);
+    engine->set_steps_done(ckpt.step);
+    LoaderPosition pos;
+    pos.epoch = meta["data"].value("epoch", int64_t{0});
+    pos.batch = meta["data"].value("batch", int64_t{0});
+    loader->set_position(pos);
+    last_checkpoint = from;
+    last_checkpoint_step = ckpt.step;
+    return ckpt.step;
+  }
+
+  std::string sample_text() {
+    auto gpt = std::dynamic_pointer_cast<Gpt>(model);
+    if (!gpt || cfg.generate.tokens <= 0) return {};
+    if (gpt->options().vocab_size != 256) {
+      log::info("generate: skipped (text sampling needs a byte-level model, vocab_size 256)");
+      return {};
+    }
+    std::string prompt = cfg.generate.prompt.empty() ? std::string("\n") : cfg.generate.prompt;
+    std::vector<int64_t> ids(prompt.begin(), prompt.end());
+    for (auto& id : ids) id = static_cast<unsigned char>(id);
+    at::Tensor idx = at::tensor(ids, at::kLong).unsqueeze(0);  // (1, T0)
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(cfg.run.seed);
+    at::Tensor out = gpt->generate(idx, cfg.generate.tokens, cfg.generate.temperature,
+                                   cfg.generate.top_k, gen);
+    std::string text;
+    auto acc = out[0].accessor<int64_t, 1>();
+    for (int64_t i = static_cast<int64_t>(ids.size()); i < acc.size(0); ++i) {
+      text.push_back(static_cast<char>(acc[i]));
+    }
+    return text;
+  }
+};
+
+Trainer::Trainer(Config cfg) : impl_(std::make_unique<Impl>(std::move(cfg))) {}
+Trainer::~Trainer() = default;
+
+TrainResult Trainer::run() {
+  Impl& s = *impl_;
+  const Config& cfg = s.cfg;
+  if (cfg.run.threads > 0) at::set_num_threads(static_cast<int>(cfg.run.threads));
+
+  s.plan = prepare_run_dir(cfg);
+  log::add_file((s.plan.dir / "train.log").string());
+  struct CloseLogFiles {
+    ~CloseLogFiles() { log::close_files(); }
+  } close_log_files;
+  write_file_atomic(s.plan.dir / "config.resolved.yaml", to_yaml(cfg));
+  log::info(fmt::format("run directory: {}", s.plan.dir.string()));
+
+  // Model, optimizer, schedule, engine. Seeding first makes initialisation reproducible.
+  at::manual_seed(cfg.run.seed);
+  s.model = make_model(cfg.model);
+  auto optimizer = make_optimizer(cfg.optim, *s.model);
+  auto schedule = std::make_shared<LrSchedule>(cfg.schedule, cfg.optim.lr, cfg.train.max_steps);
+  s.engine = std::make_unique<Engine>(EngineOptions{cfg.strategy, cfg.optim.clip_grad_norm});
+  s.engine->setup(s.model, optimizer, schedule);
+  int64_t n_params = 0;
+  for (const auto& p : s.model->parameters()) n_params += p.numel();
+  log::info(fmt::format("model {}: {:.3f}M parameters", cfg.model.type, n_params / 1e6));
+
+  // Data.
+  auto train_data = make_dataset(cfg.data, cfg.model, Split::train, cfg.run.seed);
+  s.val_data = make_dataset(cfg.data, cfg.model, Split::val, cfg.run.seed);
+  LoaderOptions lopts;
+  lopts.batch_size = cfg.data.micro_batch_size * cfg.strategy.accumulation;
+  lopts.shuffle = cfg.data.shuffle;
+  lopts.seed = cfg.run.seed;
+  lopts.num_workers = cfg.data.num_workers;
+  lopts.pin_memory = cfg.data.pin_memory;
+  s.loader = std::make_unique<DataLoader>(train_data, lopts);
+  if (s.loader->batches_per_epoch() < 1) {
+    throw Error(fmt::format("data: the training split has {} samples, fewer than one batch of {}",
+                            train_data->size(), lopts.batch_size));
+  }
+
+  TrainResult result;
+  result.run_dir = s.plan.dir;
+  if (s.plan.resume_from) {
+    result.resumed_from = s.resume(*s.plan.resume_from);
+    log::info(fmt::format("resumed from {} (step {})", s.plan.resume_from->string(),
+                          result.resumed_from));
+  }
+  MetricsLog metrics(s.plan.dir / "metrics.jsonl", result.resumed_from);
+
+  const int64_t max_steps = cfg.train.max_steps;
+  Progress progress(cfg.train.progress, s.engine->steps_done(), max_steps, cfg.train.log_every);
+  s.model->train();
+  while (s.engine->steps_done() < max_steps) {
+    Batch batch = s.loader->next();
+    StepStats st = s.engine->step(batch, s.loss_fn());
+    result.last_loss = st.loss;
+    const double tok_s = st.seconds > 0 ? st.targets / st.seconds : 0.0;
+    progress.update({st.step, max_steps, st.loss, st.lr, tok_s});
+    if (!std::isfinite(st.loss)) {
+      progress.message(fmt::format("step {}: loss is {}; stopping (the last checkpoint is kept)",
+                                   st.step, st.loss));
+      throw Error(fmt::format("training diverged at step {} (loss {})", st.step, st.loss));
+    }
+    if (st.step % std::max<int64_t>(1, cfg.train.log_every) == 0 || st.step == max_steps) {
+      const HostMemory mem = host_memory();
+      metrics.write(json{{"step", st.step},
+                         {"loss", st.loss},
+                         {"lr", st.lr},
+                         {"grad_norm", st.grad_norm},
+                         {"step_time_s", st.seconds},
+                         {"tokens_per_s", tok_s},
+                         {"samples_per_s", st.seconds > 0 ? st.samples / st.seconds : 0.0},
+                         {"loss_scale", 1.0},
+                         {"skipped", st.skipped},
+                         {"host_rss_bytes", mem.rss_bytes},
+                         {"host_rss_peak_bytes", mem.rss_peak_bytes}}
+                        .dump());
+    }
+    if (cfg.train.eval_every > 0 && st.step % cfg.train.eval_every == 0) {
+      result.val_loss = s.evaluate();
+      metrics.write(json{{"step", st.step}, {"val_loss", result.val_loss}}.dump());
+      progress.message(fmt::format("step {}: val loss {:.4f}", st.step, result.val_loss));
+    }
+    if (cfg.train.checkpoint_every > 0 && st.step % cfg.train.checkpoint_every == 0) {
+      s.save(st.step);
+      progress.message(fmt::format("checkpoint: {}", s.last_checkpoint.string()));
+    }
+  }
+  progress.finish();
+  result.steps = s.engine->steps_done();
+  if (s.last_checkpoint_step != result.steps) {
+    s.save(result.steps);
+    log::info(fmt::format("checkpoint: {}", s.last_checkpoint.string()));
+  }
+  result.last_checkpoint = s.last_checkpoint;
+  if (std::isnan(result.val_loss) && cfg.train.eval_batches > 0) {
+    result.val_loss = s.evaluate();
+  }
+  if (!std::isnan(result.val_loss)) {
+    log::info(fmt::format("final val loss {:.4f}", result.val_loss));
+  }
+  result.sample = s.sample_text();
+  return result;
+}
+
+}  // namespace frugal
