@@ -149,7 +149,6 @@ TrainResult Trainer::run() {
   struct CloseLogFiles {
     ~CloseLogFiles() { log::close_files(); }
   } close_log_files;
-  write_file_atomic(s.plan.dir / "config.resolved.yaml", to_yaml(cfg));
   log::info(fmt::format("run directory: {}", s.plan.dir.string()));
 
   // Model, optimizer, schedule, engine. Seeding first makes initialisation reproducible.
@@ -185,6 +184,8 @@ TrainResult Trainer::run() {
     log::info(fmt::format("resumed from {} (step {})", s.plan.resume_from->string(),
                           result.resumed_from));
   }
+  // Only now, with any resume verified, does anything in the run directory change.
+  write_file_atomic(s.plan.dir / "config.resolved.yaml", to_yaml(cfg));
   MetricsLog metrics(s.plan.dir / "metrics.jsonl", result.resumed_from);
 
   const int64_t max_steps = cfg.train.max_steps;

@@ -1,5 +1,8 @@
 // The only file that includes spdlog; built in an object library without torch's include
 // folder (see cmake/FrugalTorch.cmake for why).
+//
+// debug/info go to stdout and warnings/errors to stderr, so a failing command's stderr holds
+// just its problem (the CLI's error is one line there), while the run's narrative is on stdout.
 #include "frugal/util/log.h"
 
 #include <spdlog/sinks/basic_file_sink.h>
@@ -14,14 +17,20 @@ namespace {
 
 struct State {
   State() {
-    auto console = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
-    console->set_pattern("%^[%L]%$ %v");
-    logger = std::make_shared<spdlog::logger>("frugal", console);
-    logger->set_level(spdlog::level::info);
-    logger->flush_on(spdlog::level::info);
+    auto out_sink = std::make_shared<spdlog::sinks::stdout_color_sink_mt>();
+    auto err_sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+    out_sink->set_pattern("%v");
+    err_sink->set_pattern("%^%l:%$ %v");
+    out = std::make_shared<spdlog::logger>("frugal", out_sink);
+    err = std::make_shared<spdlog::logger>("frugal-err", err_sink);
+    for (auto& l : {out, err}) {
+      l->set_level(spdlog::level::info);
+      l->flush_on(spdlog::level::debug);
+    }
   }
   std::mutex mutex;
-  std::shared_ptr<spdlog::logger> logger;
+  std::shared_ptr<spdlog::logger> out;  // debug, info
+  std::shared_ptr<spdlog::logger> err;  // warn, error
   std::string prefix;
 };
 
@@ -34,10 +43,11 @@ State& state() {
 void emit(spdlog::level::level_enum level, std::string_view message) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
+  auto& logger = level >= spdlog::level::warn ? s.err : s.out;
   if (s.prefix.empty()) {
-    s.logger->log(level, message);
+    logger->log(level, message);
   } else {
-    s.logger->log(level, "{}{}", s.prefix, message);
+    logger->log(level, "{}{}", s.prefix, message);
   }
 }
 
@@ -54,7 +64,8 @@ void set_level(Level level) {
                                                   spdlog::level::off};
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  s.logger->set_level(map[static_cast<int>(level)]);
+  s.out->set_level(map[static_cast<int>(level)]);
+  s.err->set_level(map[static_cast<int>(level)]);
 }
 
 void add_file(const std::string& path) {
@@ -62,14 +73,15 @@ void add_file(const std::string& path) {
   std::lock_guard<std::mutex> lock(s.mutex);
   auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false);
   file->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
-  s.logger->sinks().push_back(file);
+  s.out->sinks().push_back(file);
+  s.err->sinks().push_back(file);
 }
 
 void close_files() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  auto& sinks = s.logger->sinks();
-  sinks.resize(1);  // the console sink is always first
+  s.out->sinks().resize(1);  // the console sink is always first
+  s.err->sinks().resize(1);
 }
 
 void set_rank(int rank, int world_size) {

@@ -1,0 +1,32 @@
+// Running the frugal CLI in tests.
+#pragma once
+
+#include <string>
+
+#include "support/helpers.h"
+
+namespace frugal::test {
+
+// `frugal ARGS` (ARGS already shell-quoted where needed).
+inline CommandResult frugal(const std::string& args, int timeout_s = 600) {
+  return run_command(quote(frugal_binary()) + " " + args, timeout_s);
+}
+
+// A tiny, fast config (2-layer GPT on synthetic tokens) writing its runs under `runs`.
+inline std::string tiny_gpt_yaml(const std::string& runs, const std::string& name,
+                                 int max_steps) {
+  return "run: {name: " + name + ", dir: '" + runs + "', seed: 3}\n"
+         "model: {type: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 16, vocab_size: 256}\n"
+         "data: {type: synthetic, micro_batch_size: 4, synthetic_samples: 128}\n"
+         "optim: {type: adamw, lr: 0.003}\n"
+         "train: {max_steps: " + std::to_string(max_steps) +
+         ", log_every: 1, checkpoint_every: 5, progress: lines}\n";
+}
+
+inline int count_lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+}  // namespace frugal::test

@@ -1,0 +1,67 @@
+#include "support/helpers.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace fs = std::filesystem;
+
+namespace frugal::test {
+
+TempDir::TempDir(const std::string& tag) {
+  static std::atomic<int> counter{0};
+  const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+  path_ = fs::temp_directory_path() /
+          (tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" +
+           std::to_string(now % 1000000));
+  fs::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+CommandResult run_command(const std::string& command_line, int timeout_s) {
+  TempDir scratch("frugal-cmd");
+  const fs::path out = scratch / "out", err = scratch / "err";
+  const std::string full = "timeout " + std::to_string(timeout_s) + " sh -c " +
+                           quote(command_line) + " >" + quote(out.string()) + " 2>" +
+                           quote(err.string());
+  const int status = std::system(full.c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_text(out);
+  r.err = read_text(err);
+  return r;
+}
+
+std::string frugal_binary() { return std::string(FRUGAL_BINARY_DIR) + "/bin/frugal"; }
+std::string python() { return FRUGAL_PYTHON; }
+fs::path source_dir() { return FRUGAL_SOURCE_DIR; }
+
+void write_text(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  if (!f) throw std::runtime_error("cannot write " + path.string());
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+}  // namespace frugal::test

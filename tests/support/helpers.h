@@ -1,0 +1,40 @@
+// Small helpers shared by the tests: scratch directories, running the CLI or Python.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace frugal::test {
+
+// A fresh, empty directory under the system temp folder, removed when the object dies.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag = "frugal-test");
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+// Runs a shell command line (with a timeout so a hang fails instead of blocking CTest).
+CommandResult run_command(const std::string& command_line, int timeout_s = 600);
+
+std::string frugal_binary();   // build/bin/frugal
+std::string python();          // the venv's python (with torch and safetensors)
+std::filesystem::path source_dir();
+std::string quote(const std::string& s);  // single-quoted for /bin/sh
+
+void write_text(const std::filesystem::path& path, const std::string& text);
+std::string read_text(const std::filesystem::path& path);
+
+}  // namespace frugal::test
