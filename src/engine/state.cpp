@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 #include <torch/utils.h>
@@ -86,11 +87,15 @@ NamedTensors rng_state() {
 void load_rng_state(const NamedTensors& state) {
   for (const auto& [name, t] : state) {
     if (name == "rng.cpu") {
-      at::detail::getDefaultCPUGenerator().set_state(t);
+      at::Generator gen = at::detail::getDefaultCPUGenerator();  // shares the global state
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(t);
     } else if (name.rfind("rng.cuda.", 0) == 0 && at::globalContext().hasCUDA()) {
       const auto d = static_cast<c10::DeviceIndex>(std::stoi(name.substr(9)));
       if (d < at::detail::getCUDAHooks().deviceCount()) {
-        at::globalContext().defaultGenerator(at::Device(at::kCUDA, d)).set_state(t);
+        at::Generator gen = at::globalContext().defaultGenerator(at::Device(at::kCUDA, d));
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        gen.set_state(t);
       }
     }
   }
