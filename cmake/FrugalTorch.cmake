@@ -20,6 +20,11 @@ if(NOT TARGET frugal_torch)
   # is built against: frugal formats with torch's fmt, header-only (c10 does not export fmt),
   # and keeps spdlog in one translation unit that never sees torch's include folder.
   target_compile_definitions(frugal_torch INTERFACE FMT_HEADER_ONLY=1)
+  # libtorch_cpu.so exports its own, older copies of std::filesystem (built with another GCC);
+  # when they are found before libstdc++'s, std::filesystem calls jump into the wrong layout
+  # and crash. Putting libstdc++ first among the needed libraries makes its symbols win.
+  target_link_options(frugal_torch INTERFACE
+    "LINKER:--push-state,--no-as-needed" -lstdc++ "LINKER:--pop-state")
 endif()
 
 # The precompiled header every torch-using target shares the recipe for.

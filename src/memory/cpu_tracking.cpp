@@ -1,0 +1,88 @@
+#include "frugal/memory/cpu_tracking.h"
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <mutex>
+
+namespace frugal::memory {
+namespace {
+
+// Each block carries its size in a header in front of the data, so freeing needs no lookup
+// table and no lock. 64 bytes keeps the data at the 64-byte alignment c10 uses.
+constexpr size_t kHeader = 64;
+
+std::atomic<int64_t> g_current{0};
+std::atomic<int64_t> g_peak{0};
+std::atomic<int64_t> g_allocations{0};
+std::atomic<int64_t> g_budget{0};
+std::atomic<bool> g_installed{false};
+
+void raise_peak(int64_t value) {
+  int64_t peak = g_peak.load(std::memory_order_relaxed);
+  while (value > peak && !g_peak.compare_exchange_weak(peak, value, std::memory_order_relaxed)) {
+  }
+}
+
+class TrackingCpuAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t n) override {
+    const auto bytes = static_cast<int64_t>(n);
+    const int64_t now = g_current.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    const int64_t budget = g_budget.load(std::memory_order_relaxed);
+    if (budget > 0 && now > budget) {
+      g_current.fetch_sub(bytes, std::memory_order_relaxed);
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU memory budget exceeded: tried to allocate ",
+                       n, " bytes with ", now - bytes, " of ", budget, " bytes in use");
+    }
+    raise_peak(now);
+    g_allocations.fetch_add(1, std::memory_order_relaxed);
+    auto* block = static_cast<char*>(c10::alloc_cpu(n + kHeader));
+    *reinterpret_cast<size_t*>(block) = n;
+    void* data = block + kHeader;
+    return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+
+ private:
+  static void release(void* data) {
+    if (!data) return;
+    char* block = static_cast<char*>(data) - kHeader;
+    g_current.fetch_sub(static_cast<int64_t>(*reinterpret_cast<size_t*>(block)),
+                        std::memory_order_relaxed);
+    c10::free_cpu(block);
+  }
+};
+
+}  // namespace
+
+void install_cpu_tracking() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // Never destroyed: tensors may outlive any scope, and their deleter lives here.
+    static auto* allocator = new TrackingCpuAllocator();
+    c10::SetCPUAllocator(allocator, /*priority=*/100);
+    g_installed = true;
+  });
+}
+
+bool cpu_tracking_installed() { return g_installed.load(); }
+
+CpuCounters cpu_counters() {
+  return {g_current.load(), g_peak.load(), g_allocations.load()};
+}
+
+void reset_cpu_peak() { g_peak.store(g_current.load()); }
+
+void set_cpu_budget(int64_t bytes) { g_budget.store(bytes); }
+int64_t cpu_budget() { return g_budget.load(); }
+
+}  // namespace frugal::memory
