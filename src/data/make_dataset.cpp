@@ -1,0 +1,120 @@
+// From the `data:` config section to a data set for one split.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "frugal/data/dataset.h"
+#include "frugal/data/idx.h"
+#include "frugal/data/synthetic.h"
+#include "frugal/data/text.h"
+#include "frugal/data/token_dataset.h"
+#include "frugal/util/error.h"
+
+namespace frugal {
+
+namespace {
+
+// Where the split's data lives: val_path holds all of val when set; otherwise val is the last
+// val_fraction of `path` and train the rest.
+struct Source {
+  std::string path;
+  std::string key;
+  bool whole;  // the split uses every sample of `path`
+};
+
+Source source_of(const DataConfig& data, Split split) {
+  if (!data.val_path.empty()) {
+    if (split == Split::val) return {data.val_path, "data.val_path", true};
+    return {data.path, "data.path", true};
+  }
+  return {data.path, "data.path", false};
+}
+
+// [first, first + count) of `total` samples for this split.
+std::pair<int64_t, int64_t> split_range(const DataConfig& data, const Source& source, Split split,
+                                        int64_t total) {
+  if (source.whole) return {0, total};
+  const double fraction = data.val_fraction;
+  int64_t val = 0;
+  if (fraction > 0) val = std::max<int64_t>(1, std::llround(fraction * double(total)));
+  if (total - val < 1) {
+    throw Error(
+        fmt::format("{}: '{}' holds {} samples: too few to hold out data.val_fraction {} "
+                    "for validation (set data.val_path or data.val_fraction: 0)",
+                    source.key, source.path, total, fraction));
+  }
+  return split == Split::train ? std::pair{int64_t{0}, total - val} : std::pair{total - val, val};
+}
+
+std::shared_ptr<Dataset> token_dataset(const DataConfig& data, const ModelConfig& model,
+                                       Split split, bool text) {
+  const Source source = source_of(data, split);
+  if (source.path.empty()) {
+    throw Error(fmt::format("data.path: required for data.type {}", data.type));
+  }
+  TokenStream stream =
+      text ? open_text_files(source.path, source.key)
+           : open_token_files(source.path, parse_token_format(data.token_format), source.key);
+  const int64_t T = resolved_seq_len(data, model);
+  if (stream.size() < T + 1) {
+    throw Error(
+        fmt::format("{}: '{}' holds {} tokens, too few for one sample of data.seq_len {} "
+                    "(needs {})",
+                    source.key, source.path, stream.size(), T, T + 1));
+  }
+  auto all = std::make_shared<TokenDataset>(std::move(stream), T);
+  auto [first, count] = split_range(data, source, split, all->size());
+  // Only the tokens this split reads: train and val each check their own part.
+  all->stream().check_vocab(model.vocab_size, first * T, (first + count) * T + 1, source.key);
+  return slice(all, first, count);
+}
+
+std::shared_ptr<Dataset> idx_dataset(const DataConfig& data, const ModelConfig& model,
+                                     Split split) {
+  const Source source = source_of(data, split);
+  if (source.path.empty()) throw Error("data.path: required for data.type idx");
+  std::string labels = source.key == "data.path" ? data.labels_path : "";
+  if (labels.empty()) labels = default_idx_labels_path(source.path);
+  if (labels.empty()) {
+    throw Error(
+        fmt::format("data.labels_path: not set, and '{}' has no \"images\" or \"idx3\" in "
+                    "its name to derive it from",
+                    source.path));
+  }
+  int64_t classes = model.type == "convnet" ? model.num_classes
+                    : model.type == "mlp"   ? model.out_features
+                                            : 0;
+  auto all = std::make_shared<IdxDataset>(source.path, labels, source.key, classes);
+  auto [first, count] = split_range(data, source, split, all->size());
+  return slice(all, first, count);
+}
+
+}  // namespace
+
+int64_t resolved_seq_len(const DataConfig& data, const ModelConfig& model) {
+  if (data.seq_len < 0)
+    throw Error(fmt::format("data.seq_len must be >= 0 (got {})", data.seq_len));
+  int64_t T = data.seq_len > 0 ? data.seq_len : model.block_size;
+  if (T < 1) throw Error(fmt::format("model.block_size must be >= 1 (got {})", model.block_size));
+  return T;
+}
+
+std::shared_ptr<Dataset> make_dataset(const DataConfig& data, const ModelConfig& model, Split split,
+                                      uint64_t seed) {
+  if (!(data.val_fraction >= 0 && data.val_fraction < 1)) {
+    throw Error(fmt::format("data.val_fraction must be in [0, 1) (got {})", data.val_fraction));
+  }
+  if (data.type == "synthetic") {
+    SyntheticOptions options = synthetic_options(data, model, split, seed);
+    // val_fraction 0 means "no validation data", for synthetic data too.
+    if (split == Split::val && data.val_fraction == 0) options.samples = 0;
+    return make_synthetic(options);
+  }
+  if (data.type == "tokens") return token_dataset(data, model, split, /*text=*/false);
+  if (data.type == "text") return token_dataset(data, model, split, /*text=*/true);
+  if (data.type == "idx") return idx_dataset(data, model, split);
+  throw Error(
+      fmt::format("data.type: unknown '{}' (expected tokens | text | idx | synthetic)", data.type));
+}
+
+}  // namespace frugal

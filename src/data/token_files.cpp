@@ -1,0 +1,81 @@
+// Opening nanoGPT and llm.c token shards: format detection and validation.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "files.h"
+#include "frugal/data/token_stream.h"
+#include "frugal/util/error.h"
+#include "mapped_file.h"
+
+namespace frugal {
+
+namespace {
+
+int32_t header_field(const uint8_t* bytes, int i) {
+  int32_t value;
+  std::memcpy(&value, bytes + 4 * i, 4);
+  return value;
+}
+
+TokenStream::Shard open_shard(const std::string& path, TokenFormat format, const std::string& key) {
+  auto file = detail::MappedFile::open(path, key);
+  const uint8_t* bytes = file->data();
+  const int64_t size = file->size();
+  if (format == TokenFormat::detect) {
+    // llm.c's magic read as two uint16 tokens is (54472, 308): 54472 lies outside GPT-2's
+    // vocabulary (50257), so a real nanoGPT shard is not mistaken for an llm.c one.
+    bool magic = size >= 4 && header_field(bytes, 0) == kLlmcMagic;
+    format = magic ? TokenFormat::llmc : TokenFormat::nanogpt;
+  }
+  TokenStream::Shard shard{file, path, bytes, 0, 2};
+  if (format == TokenFormat::nanogpt) {
+    if (size % 2 != 0) {
+      throw Error(fmt::format(
+          "{}: '{}': {} bytes is not a whole number of uint16 tokens (truncated nanoGPT shard?)",
+          key, path, size));
+    }
+    shard.count = size / 2;
+    return shard;
+  }
+  if (size < kLlmcHeaderBytes) {
+    throw Error(
+        fmt::format("{}: '{}': {} bytes is shorter than the {}-byte llm.c header "
+                    "(truncated?)",
+                    key, path, size, kLlmcHeaderBytes));
+  }
+  if (int32_t magic = header_field(bytes, 0); magic != kLlmcMagic) {
+    throw Error(fmt::format("{}: '{}': bad magic {} (expected llm.c magic {})", key, path, magic,
+                            kLlmcMagic));
+  }
+  if (int32_t version = header_field(bytes, 1); version != kLlmcVersion) {
+    throw Error(fmt::format("{}: '{}': unsupported llm.c version {} (expected {}: uint16 tokens)",
+                            key, path, version, kLlmcVersion));
+  }
+  const int64_t count = header_field(bytes, 2);
+  const int64_t expected = kLlmcHeaderBytes + 2 * count;
+  if (count < 0 || size != expected) {
+    throw Error(
+        fmt::format("{}: '{}': llm.c header says {} tokens ({} bytes) but the file has "
+                    "{} bytes (truncated?)",
+                    key, path, count, expected, size));
+  }
+  shard.tokens = bytes + kLlmcHeaderBytes;
+  shard.count = count;
+  return shard;
+}
+
+}  // namespace
+
+TokenStream open_token_files(const std::string& path, TokenFormat format, const std::string& key) {
+  if (!detail::is_directory(path)) return TokenStream({open_shard(path, format, key)});
+  std::vector<std::string> files = detail::regular_files(path, key);
+  std::erase_if(files, [](const std::string& file) { return !file.ends_with(".bin"); });
+  if (files.empty()) throw Error(fmt::format("{}: no *.bin shards in directory '{}'", key, path));
+  std::vector<TokenStream::Shard> shards;
+  for (const std::string& file : files) shards.push_back(open_shard(file, format, key));
+  return TokenStream(std::move(shards));
+}
+
+}  // namespace frugal
