@@ -1,0 +1,43 @@
+// Loading, checking and writing configurations. The pipeline, in order:
+//   YAML file -> `extends:` parents merged under it -> `--set` overrides -> model.size preset
+//   (explicit keys win) -> typed Config -> validate().
+// Every user mistake throws frugal::Error with a one-line what(): "file:line:column: message".
+// yaml-cpp stays behind this header: nothing here needs it (or torch).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "frugal/config/config.h"
+
+namespace frugal {
+
+// Reads the YAML file at `path`; `overrides` are "section.key=value" strings (the CLI's --set),
+// the value parsed as YAML (so "optim.betas=[0.9,0.95]" works). The result is validated.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// The same from YAML text; `source_name` names it in errors, and `extends:` paths are relative
+// to its folder (the working directory when it has none).
+Config load_config_string(const std::string& yaml_text, const std::string& source_name,
+                          const std::vector<std::string>& overrides = {});
+
+// The documented defaults (the struct defaults); not validated against any file.
+Config default_config();
+
+// Cross-field and range checks; load_config calls it. Errors name the config's source file
+// (and, through load_config, the line and column of the key).
+void validate(const Config& config);
+
+// Every field of every section as YAML: load_config_string(to_yaml(c), ...) gives back c
+// exactly (doubles written with the shortest text that reads back to the same value).
+std::string to_yaml(const Config& config);
+
+// 16 hex digits hashing what changes the numbers training computes (model, data, optim,
+// schedule, strategy; not run, train, generate, nor data.num_workers / data.pin_memory), so a
+// resume can tell it is being given a different configuration.
+std::string config_fingerprint(const Config& config);
+
+// The names model.size accepts, in table order (for help texts and docs).
+std::vector<std::string> gpt_preset_names();
+
+}  // namespace frugal

@@ -1,0 +1,112 @@
+// The resolved config as YAML. Written by hand rather than with YAML::Emitter so the output is
+// stable and exact: strings always double-quoted (so "null", "~" or "" stay strings), doubles
+// in the shortest text that reads back to the same bits.
+#include <charconv>
+#include <cmath>
+
+#include "frugal/config/load.h"
+#include "internal.h"
+#include "schema.h"
+
+namespace frugal::config_detail {
+namespace {
+
+std::string quoted(const std::string& s) {
+  static const char* hex = "0123456789abcdef";
+  std::string out = "\"";
+  for (unsigned char ch : s) {
+    switch (ch) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        if (ch < 0x20 || ch == 0x7f) {
+          out += "\\x";
+          out += hex[ch >> 4];
+          out += hex[ch & 15];
+        } else {
+          out += static_cast<char>(ch);  // UTF-8 passes through
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string yaml_scalar(double v) {
+  if (std::isnan(v)) return ".nan";
+  if (std::isinf(v)) return v > 0 ? ".inf" : "-.inf";
+  // Both forms are the shortest text that reads back exactly; plain decimals read better
+  // unless they get much longer (0.0003 rather than 3e-04, but 1e-08 and 1e+22).
+  char buf[400];
+  std::string s(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+  const std::string fixed(buf,
+                          std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed).ptr);
+  if (fixed.size() <= s.size() + 3) s = fixed;
+  // Keep it a float to every YAML reader (PyYAML wants a dot): 1 -> 1.0, 3e-04 -> 3.0e-04.
+  if (s.find('.') == std::string::npos) {
+    const auto e = s.find('e');
+    s.insert(e == std::string::npos ? s.size() : e, ".0");
+  }
+  return s;
+}
+
+std::string yaml_scalar(const std::string& v) { return quoted(v); }
+std::string yaml_scalar(int64_t v) { return std::to_string(v); }
+std::string yaml_scalar(uint64_t v) { return std::to_string(v); }
+std::string yaml_scalar(bool v) { return v ? "true" : "false"; }
+
+std::string yaml_scalar(const std::vector<int64_t>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + "]";
+}
+
+std::string yaml_scalar(const std::array<double, 2>& v) {
+  return "[" + yaml_scalar(v[0]) + ", " + yaml_scalar(v[1]) + "]";
+}
+
+std::string yaml_scalar(const std::map<std::string, std::string>& v) {
+  std::string out = "{";
+  for (const auto& [key, value] : v)
+    out += (out.size() > 1 ? ", " : "") + quoted(key) + ": " + quoted(value);
+  return out + "}";
+}
+
+}  // namespace
+
+std::string dump(const Config& config,
+                 const std::function<bool(std::string_view, std::string_view)>& keep) {
+  std::string out;
+  std::string_view current;
+  for_each_field(config, [&](const char* section, const char* key, const auto& field) {
+    if (!keep(section, key)) return;
+    if (section != current) {
+      out += std::string(section) + ":\n";
+      current = section;
+    }
+    out += std::string("  ") + key + ": " + yaml_scalar(field) + "\n";
+  });
+  return out;
+}
+
+}  // namespace frugal::config_detail
+
+namespace frugal {
+
+std::string to_yaml(const Config& config) {
+  return config_detail::dump(config, [](std::string_view, std::string_view) { return true; });
+}
+
+}  // namespace frugal

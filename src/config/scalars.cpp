@@ -1,0 +1,131 @@
+// Typed reads of one key. Strict on purpose: a value of the wrong kind is an error naming the
+// key and what was found, never a silent default. Quoted scalars count like plain ones (a
+// config can say lr: "3e-4"), since YAML users quote inconsistently.
+#include <fmt/format.h>
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "internal.h"
+
+namespace frugal::config_detail {
+namespace {
+
+[[noreturn]] void expected(const Entry& e, std::string_view what) {
+  fail(e.loc, fmt::format("{}: expected {}, got {}", e.path, what,
+                          e.is_map ? "a map" : describe(e.value())));
+}
+
+// The scalar text of a leaf, or an error saying `what` was expected.
+const std::string& scalar(const Entry& e, std::string_view what) {
+  if (e.is_map || !e.value().IsScalar()) expected(e, what);
+  return e.value().Scalar();
+}
+
+std::string_view without_plus(const std::string& s) {
+  std::string_view v(s);
+  if (!v.empty() && v[0] == '+') v.remove_prefix(1);
+  return v;
+}
+
+bool parse_double(const std::string& s, double& out) {
+  // YAML spells the special values .inf, -.inf, .nan (any of three capitalisations).
+  static const std::pair<const char*, double> special[] = {
+      {".inf", INFINITY},   {".Inf", INFINITY},  {".INF", INFINITY},   {"+.inf", INFINITY},
+      {"+.Inf", INFINITY},  {"+.INF", INFINITY}, {"-.inf", -INFINITY}, {"-.Inf", -INFINITY},
+      {"-.INF", -INFINITY}, {".nan", NAN},       {".NaN", NAN},        {".NAN", NAN}};
+  for (const auto& [text, value] : special)
+    if (s == text) return out = value, true;
+  const std::string_view v = without_plus(s);
+  if (v.empty() || v[0] == '+') return false;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  return ec == std::errc() && end == v.data() + v.size();
+}
+
+// Integers may be written as integral floats too (max_steps: 1e5), but never lose a fraction.
+template <class Int>
+void decode_integer(const Entry& e, Int& out, std::string_view what) {
+  const std::string& s = scalar(e, what);
+  const std::string_view v = without_plus(s);
+  Int value{};
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), value);
+  if (!v.empty() && end == v.data() + v.size()) {
+    if (ec == std::errc()) return void(out = value);
+    if (ec == std::errc::result_out_of_range)
+      fail(e.loc, fmt::format("{}: {} is out of range", e.path, s));
+  }
+  double d = 0;
+  if (!parse_double(s, d) || !std::isfinite(d) || d != std::trunc(d)) expected(e, what);
+  if (std::is_unsigned_v<Int> && d < 0) expected(e, what);
+  // 2^63 and 2^64 are exact doubles, so these bounds compare exactly.
+  const double lo = static_cast<double>(std::numeric_limits<Int>::min());
+  const double hi = std::ldexp(1.0, std::numeric_limits<Int>::digits);
+  if (d < lo || d >= hi) fail(e.loc, fmt::format("{}: {} is out of range", e.path, s));
+  out = static_cast<Int>(d);
+}
+
+// Item i of a sequence as an entry of its own ("model.hidden[1]", at the item's position).
+Entry element(const Entry& e, size_t i) {
+  const YAML::Node item = e.value()[i];
+  const Loc loc = e.loc.line > 0 ? at(e.loc.file, item.Mark()) : e.loc;
+  return leaf_entry(std::to_string(i), fmt::format("{}[{}]", e.path, i), loc, item);
+}
+
+}  // namespace
+
+void decode(const Entry& e, std::string& out) {
+  if (!e.is_map && e.value().IsNull()) return void(out.clear());  // `key:` alone is ""
+  out = scalar(e, "a string");
+}
+
+void decode(const Entry& e, int64_t& out) { decode_integer(e, out, "an integer"); }
+
+void decode(const Entry& e, uint64_t& out) { decode_integer(e, out, "a non-negative integer"); }
+
+void decode(const Entry& e, double& out) {
+  if (!parse_double(scalar(e, "a number"), out)) expected(e, "a number");
+}
+
+void decode(const Entry& e, bool& out) {
+  std::string s = scalar(e, "true or false");
+  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (s == "true" || s == "yes" || s == "on") return void(out = true);
+  if (s == "false" || s == "no" || s == "off") return void(out = false);
+  expected(e, "true or false");
+}
+
+void decode(const Entry& e, std::vector<int64_t>& out) {
+  constexpr std::string_view what = "a list of integers";
+  if (e.is_map || !(e.value().IsSequence() || e.value().IsNull())) expected(e, what);
+  std::vector<int64_t> values;
+  for (size_t i = 0; i < e.value().size(); ++i) {
+    const Entry item = element(e, i);
+    values.push_back(0);
+    decode(item, values.back());
+  }
+  out = std::move(values);
+}
+
+void decode(const Entry& e, std::array<double, 2>& out) {
+  constexpr std::string_view what = "a list of 2 numbers";
+  if (e.is_map || !e.value().IsSequence() || e.value().size() != 2) expected(e, what);
+  for (size_t i = 0; i < 2; ++i) {
+    const Entry item = element(e, i);
+    decode(item, out[i]);
+  }
+}
+
+void decode(const Entry& e, std::map<std::string, std::string>& out) {
+  if (!e.is_map && !e.value().IsNull()) expected(e, "a map of name: value");
+  std::map<std::string, std::string> values;
+  for (const Entry& child : e.children) {
+    if (child.is_map || child.value().IsSequence()) expected(child, "a single value");
+    decode(child, values[child.key]);
+  }
+  out = std::move(values);
+}
+
+}  // namespace frugal::config_detail

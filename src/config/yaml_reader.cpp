@@ -1,0 +1,100 @@
+// Reading YAML files and resolving `extends:` chains (a parent path is relative to the file
+// that names it; the child's keys win; cycles are errors naming the whole chain).
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "frugal/util/error.h"
+#include "internal.h"
+
+namespace frugal::config_detail {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Reader {
+ public:
+  // `from` is the `extends:` key naming this file (null for the top-level file).
+  Entry read_file(const std::string& path, const Loc* from) {
+    const std::string text = read_text_file(path, from);
+    std::error_code ec;
+    const std::string canonical = fs::weakly_canonical(path, ec).string();
+    for (size_t i = 0; i < chain_.size(); ++i) {
+      if (chain_[i].canonical != canonical) continue;
+      std::string cycle;
+      for (size_t j = i; j < chain_.size(); ++j) cycle += chain_[j].shown + " -> ";
+      fail(*from, fmt::format("extends cycle: {}{}", cycle, path));
+    }
+    chain_.push_back({canonical, path});
+    Entry entry = read_text(text, path, fs::path(path).parent_path());
+    chain_.pop_back();
+    return entry;
+  }
+
+  Entry read_text(const std::string& text, const std::string& name, const fs::path& dir) {
+    const YAML::Node doc = parse(text, name);
+    if (doc.IsNull()) return map_entry("", "", Loc{name});  // an empty file: all defaults
+    if (!doc.IsMap())
+      fail(at(name, doc.Mark()),
+           fmt::format("a config file is a map of sections, got {}", describe(doc)));
+    Entry root = to_entry(doc, "", "", Loc{name}, name);
+
+    const Entry* extends = root.find("extends");
+    if (!extends) return root;
+    if (extends->is_map || !extends->value().IsScalar() || extends->value().Scalar().empty())
+      fail(extends->loc, fmt::format("extends: expected a file path, got {}",
+                                     extends->is_map ? "a map" : describe(extends->value())));
+    const fs::path parent = dir / extends->value().Scalar();
+    const Loc from = extends->loc;
+    std::erase_if(root.children, [](const Entry& e) { return e.key == "extends"; });
+    Entry merged = read_file(parent.string(), &from);
+    merge_into(merged, std::move(root));
+    return merged;
+  }
+
+ private:
+  struct Link {
+    std::string canonical;  // to recognise a file reached twice
+    std::string shown;      // as the user wrote it, for the message
+  };
+
+  static YAML::Node parse(const std::string& text, const std::string& name) {
+    try {
+      return YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+      fail(at(name, e.mark), "invalid YAML: " + e.msg);
+    }
+  }
+
+  static std::string read_text_file(const std::string& path, const Loc* from) {
+    auto refuse = [&](const std::string& why) {
+      const std::string message = fmt::format("cannot read config file '{}': {}", path, why);
+      if (from) fail(*from, message);
+      throw Error(message);  // the top-level file: its name is in the message already
+    };
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) refuse("it is a directory");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) refuse(std::strerror(errno));
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (in.bad()) refuse(std::strerror(errno));
+    return text.str();
+  }
+
+  std::vector<Link> chain_;
+};
+
+}  // namespace
+
+Entry read_config_file(const std::string& path) { return Reader().read_file(path, nullptr); }
+
+Entry read_config_text(const std::string& text, const std::string& source_name) {
+  return Reader().read_text(text, source_name, fs::path(source_name).parent_path());
+}
+
+}  // namespace frugal::config_detail
