@@ -149,7 +149,7 @@ void check_schedule(const Checker& c, const ScheduleConfig& s, const OptimConfig
 void check_train(const Checker& c, const TrainConfig& t) {
   c.at_least<int64_t>(t.max_steps, 1, "train.max_steps");
   c.at_least<int64_t>(t.eval_every, 0, "train.eval_every");
-  c.at_least<int64_t>(t.eval_batches, 1, "train.eval_batches");
+  c.at_least<int64_t>(t.eval_batches, 0, "train.eval_batches");  // 0 = no evaluation
   c.at_least<int64_t>(t.log_every, 1, "train.log_every");
   c.at_least<int64_t>(t.checkpoint_every, 0, "train.checkpoint_every");
   c.at_least<int64_t>(t.keep_last, 1, "train.keep_last");
