@@ -1,0 +1,34 @@
+// Crash-safe file output. A reader of `path` sees either the old content or the complete new
+// content, never a prefix: bytes go to a temp file in the same directory (same filesystem, so
+// rename(2) is atomic), the file is fsynced, renamed over `path`, and the directory is fsynced
+// so the rename itself survives a power loss. Failures throw frugal::Error naming the path and
+// strerror, and leave neither a temp file nor a changed `path` behind.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace frugal::io {
+
+void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
+
+// The same, for content that exists as several pieces (a header and tensor storages): written
+// in order, without first concatenating them into one buffer.
+void write_file_atomic_parts(const std::filesystem::path& path,
+                             const std::vector<std::string_view>& parts);
+
+// The whole file; "cannot read 'X': No such file or directory" (strerror) when it can't.
+std::string read_file(const std::filesystem::path& path);
+
+// fsync(2) on a directory: makes the creation, removal and renaming of its entries durable.
+void fsync_directory(const std::filesystem::path& dir);
+
+// Publishes a fully written directory (a checkpoint) under its final name: fsyncs every regular
+// file below tmp_dir, renames tmp_dir -> final_dir and fsyncs final_dir's parent. final_dir must
+// not exist (throws frugal::Error otherwise); both must be on the same filesystem.
+void publish_directory_atomic(const std::filesystem::path& tmp_dir,
+                              const std::filesystem::path& final_dir);
+
+}  // namespace frugal::io

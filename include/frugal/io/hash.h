@@ -1,0 +1,22 @@
+// 64-bit FNV-1a: a cheap, stable content hash for integrity checks (checkpoint manifests,
+// tensor checksums). It detects corruption (truncation, flipped bytes), not tampering.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace frugal::io {
+
+inline constexpr std::uint64_t kFnv1a64Offset = 0xcbf29ce484222325ULL;
+
+// The raw state, for content that comes in pieces: feed each piece the state the previous one
+// returned, so fnv1a64(b, fnv1a64(a)) == fnv1a64(a + b).
+std::uint64_t fnv1a64(std::string_view bytes, std::uint64_t state = kFnv1a64Offset);
+
+// 16 lowercase hex digits, zero-padded ("af63dc4c8601ec8c" for "a").
+std::string hex64(std::uint64_t value);
+
+inline std::string fnv1a64_hex(std::string_view bytes) { return hex64(fnv1a64(bytes)); }
+
+}  // namespace frugal::io

@@ -1,0 +1,30 @@
+// The safetensors format (https://github.com/huggingface/safetensors): an 8-byte little-endian
+// header length N, N bytes of JSON {name: {dtype, shape, data_offsets: [begin, end]},
+// "__metadata__": {string: string}} padded with spaces to a multiple of 8, then the raw
+// little-endian tensor bytes, offsets relative to the end of the header.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "frugal/io/named_tensors.h"
+
+namespace frugal::io {
+
+// Writes the tensors (contiguous CPU copies) in the given order, atomically. Names must be
+// unique and not "__metadata__"; dtypes must have a safetensors name (F64 F32 F16 BF16 I64 I32
+// I16 I8 U64 U32 U16 U8 BOOL F8_E4M3 F8_E5M2 F8_E4M3FNUZ F8_E5M2FNUZ C64); frugal::Error
+// otherwise.
+void write_safetensors(const std::filesystem::path& path, const NamedTensors& named,
+                       const std::map<std::string, std::string>& metadata = {});
+
+// CPU tensors in file (data offset) order. A file that is not valid safetensors (header length
+// beyond the file, bad JSON, unknown dtype, offsets out of range, overlapping or not matching
+// the shape) throws frugal::Error naming the file.
+NamedTensors read_safetensors(const std::filesystem::path& path);
+
+// The "__metadata__" entries (empty when there are none), with the same validation.
+std::map<std::string, std::string> read_safetensors_metadata(const std::filesystem::path& path);
+
+}  // namespace frugal::io

@@ -1,0 +1,21 @@
+#include "frugal/io/hash.h"
+
+namespace frugal::io {
+
+std::uint64_t fnv1a64(std::string_view bytes, std::uint64_t state) {
+  constexpr std::uint64_t kPrime = 0x100000001b3ULL;
+  for (unsigned char c : bytes) {
+    state ^= c;
+    state *= kPrime;
+  }
+  return state;
+}
+
+std::string hex64(std::uint64_t value) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, value >>= 4) out[static_cast<size_t>(i)] = kDigits[value & 0xf];
+  return out;
+}
+
+}  // namespace frugal::io
