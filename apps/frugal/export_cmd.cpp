@@ -49,9 +49,9 @@ void add_export(CLI::App& app, Action& run) {
       const fs::path ckpt_dir = resolve_checkpoint(args->source);
       Checkpoint ckpt = load_checkpoint(ckpt_dir);
       if (args->format == "pt") {
-        write_pt(out, ckpt.model);
+        io::write_pt(out, ckpt.model);
       } else {
-        write_safetensors(out, ckpt.model, {{"format", "pt"}, {"source", ckpt_dir.string()}});
+        io::write_safetensors(out, ckpt.model, {{"format", "pt"}, {"source", ckpt_dir.string()}});
       }
       std::cout << fmt::format("wrote {} tensors from {} to {}\n", ckpt.model.size(),
                                ckpt_dir.string(), out.string());

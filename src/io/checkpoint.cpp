@@ -4,9 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "frugal/io/atomic_file.h"
+#include "frugal/io/hash.h"
+#include "frugal/io/remove_tree.h"
 #include "frugal/io/tensor_io.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
@@ -14,6 +17,11 @@
 namespace fs = std::filesystem;
 
 namespace frugal {
+using io::fnv1a64_hex;
+using io::load_tensors;
+using io::publish_directory_atomic;
+using io::read_file;
+using io::save_tensors;
 namespace {
 
 constexpr const char* kManifest = "manifest.json";
@@ -70,7 +78,7 @@ fs::path save_checkpoint(const fs::path& dir, const Checkpoint& ckpt, int64_t ke
                             final_dir.string()));
   }
   const fs::path tmp = dir / fmt::format(".{}.tmp-{}", step_name(ckpt.step), ::getpid());
-  fs::remove_all(tmp);
+  if (fs::exists(tmp)) io::remove_tree(tmp);
   fs::create_directories(tmp);
   try {
     const std::vector<std::pair<std::string, std::string>> files = {
@@ -89,15 +97,16 @@ fs::path save_checkpoint(const fs::path& dir, const Checkpoint& ckpt, int64_t ke
     write_plain(tmp / kManifest, manifest.dump(2));
     publish_directory_atomic(tmp, final_dir);
   } catch (...) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
+    try {
+      io::remove_tree(tmp);
+    } catch (...) {
+    }
     throw;
   }
   if (keep_last > 0) {
     auto all = list_checkpoints(dir);
     for (size_t i = 0; i + static_cast<size_t>(keep_last) < all.size(); ++i) {
-      std::error_code ec;
-      fs::remove_all(all[i], ec);
+      io::remove_tree(all[i]);
     }
   }
   return final_dir;

@@ -23,7 +23,7 @@ MetricsLog::MetricsLog(const std::filesystem::path& path, int64_t keep_up_to_ste
       if (j.is_discarded()) continue;  // a line torn by a crash
       if (j.value("step", int64_t{0}) <= keep_up_to_step) kept << line << '\n';
     }
-    write_file_atomic(path, kept.str());
+    io::write_file_atomic(path, kept.str());
   }
   file_ = std::fopen(path.c_str(), "a");
   if (!file_) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "frugal/io/checkpoint.h"
+#include "frugal/io/remove_tree.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
 
@@ -48,7 +49,7 @@ RunDirPlan prepare_run_dir(const Config& cfg) {
                          : " and holds no checkpoint to resume from"));
     }
     log::warn(fmt::format("run.overwrite: replacing '{}'", plan.dir.string()));
-    fs::remove_all(plan.dir);
+    io::remove_tree(plan.dir);
   }
   fs::create_directories(plan.dir);
   return plan;

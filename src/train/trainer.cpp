@@ -128,7 +128,8 @@ struct Trainer::Impl {
     at::Tensor out = gpt->generate(idx, cfg.generate.tokens, cfg.generate.temperature,
                                    cfg.generate.top_k, gen);
     std::string text;
-    auto acc = out[0].accessor<int64_t, 1>();
+    at::Tensor row = out[0].contiguous();
+    auto acc = row.accessor<int64_t, 1>();
     for (int64_t i = static_cast<int64_t>(ids.size()); i < acc.size(0); ++i) {
       text.push_back(static_cast<char>(acc[i]));
     }
@@ -185,7 +186,7 @@ TrainResult Trainer::run() {
                           result.resumed_from));
   }
   // Only now, with any resume verified, does anything in the run directory change.
-  write_file_atomic(s.plan.dir / "config.resolved.yaml", to_yaml(cfg));
+  io::write_file_atomic(s.plan.dir / "config.resolved.yaml", to_yaml(cfg));
   MetricsLog metrics(s.plan.dir / "metrics.jsonl", result.resumed_from);
 
   const int64_t max_steps = cfg.train.max_steps;

@@ -35,8 +35,8 @@ TEST_CASE("GradScaler follows torch.amp.GradScaler step for step", "[integration
     grads.emplace_back("g." + std::to_string(s) + ".w", gw);
     grads.emplace_back("g." + std::to_string(s) + ".b", gb);
   }
-  write_safetensors(dir / "initial.safetensors", initial);
-  write_safetensors(dir / "grads.safetensors", grads);
+  io::write_safetensors(dir / "initial.safetensors", initial);
+  io::write_safetensors(dir / "grads.safetensors", grads);
   test::write_text(dir / "setup.json",
                    json{{"steps", steps}, {"lr", 0.1}, {"names", names},
                         {"scaler", {{"init_scale", o.init_scale}, {"growth_factor", o.growth_factor},

@@ -25,7 +25,7 @@ void check_against_python(const OptimConfig& oc, const ScheduleConfig& sc) {
   const int steps = 12;
   at::manual_seed(11);
   auto model = std::make_shared<Mlp>(5, std::vector<int64_t>{8, 8}, 4);
-  write_safetensors(dir / "initial.safetensors", module_state(*model));
+  io::write_safetensors(dir / "initial.safetensors", module_state(*model));
 
   Engine engine(EngineOptions{StrategyConfig{}, oc.clip_grad_norm});
   engine.setup(model, make_optimizer(oc, *model), std::make_shared<LrSchedule>(sc, oc.lr, steps));
@@ -36,8 +36,8 @@ void check_against_python(const OptimConfig& oc, const ScheduleConfig& sc) {
     batches.emplace_back("y." + std::to_string(i), b.y);
     engine.step(b, [&](const Batch& mb) { return model->loss_sum(model->forward(mb.x), mb.y); });
   }
-  write_safetensors(dir / "batches.safetensors", batches);
-  write_safetensors(dir / "final.safetensors", module_state(*model));
+  io::write_safetensors(dir / "batches.safetensors", batches);
+  io::write_safetensors(dir / "final.safetensors", module_state(*model));
   json order = json::array();
   for (const auto& p : model->named_parameters()) order.push_back(p.key());
   json setup = {{"steps", steps},

@@ -26,7 +26,7 @@ def main(d):
     scales, skipped = [], []
     for step in range(setup["steps"]):
         # The gradient a scaled backward would produce: the true gradient times the scale.
-        s = scaler.get_scale()
+        s = scaler.scale(torch.ones(())).item()  # what scaling the loss would multiply by
         for n in names:
             params[n].grad = grads[f"g.{step}.{n}"] * s
         scaler.unscale_(opt)

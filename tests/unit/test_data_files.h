@@ -19,7 +19,7 @@
 
 #include "frugal/util/error.h"
 
-namespace frugal::test {
+namespace frugal::test::data {
 
 // A fresh directory under $TMPDIR (or /tmp), removed with everything in it.
 class TempDir {
@@ -135,4 +135,4 @@ std::string error_message(F&& f) {
   return "<no frugal::Error thrown>";
 }
 
-}  // namespace frugal::test
+}  // namespace frugal::test::data

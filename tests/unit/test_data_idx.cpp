@@ -5,7 +5,7 @@
 #include "unit/test_data_files.h"
 
 using namespace frugal;
-using namespace frugal::test;
+using namespace frugal::test::data;
 
 TEST_CASE("IDX: exact pixels scaled to [0, 1] and labels", "[data][unit]") {
   TempDir dir;

@@ -8,7 +8,7 @@
 #include "unit/test_data_files.h"
 
 using namespace frugal;
-using namespace frugal::test;
+using namespace frugal::test::data;
 
 namespace {
 

@@ -11,6 +11,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "frugal/io/named_tensors.h"
+
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -19,7 +21,7 @@
 
 namespace frugal {
 
-using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+using NamedTensors = io::NamedTensors;
 
 struct Checkpoint {
   int64_t step = 0;
