@@ -2,7 +2,9 @@
 (frugal's architecture and parameter names), batch, optimizer and clipping, from a resolved
 frugal config (`frugal config show CFG`). Prints {"median_step_s": ..., "steps": N} as JSON.
 
-Usage: python_loop.py RESOLVED.yaml THREADS
+Usage: python_loop.py RESOLVED.yaml THREADS [default|fused]
+"default" is torch.optim.AdamW as a plain loop writes it (on CPU: the per-tensor path);
+"fused" is AdamW(fused=True), the same ATen kernel frugal uses.
 """
 import json
 import os
@@ -18,7 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 from frugal_models import Gpt, MlpNet, decay_groups  # noqa: E402
 
 
-def main(path, threads):
+def main(path, threads, variant):
     cfg = yaml.safe_load(open(path))
     torch.set_num_threads(threads)
     torch.manual_seed(cfg["run"]["seed"])
@@ -34,7 +36,8 @@ def main(path, threads):
         make = lambda: (torch.randn(batch, m["in_features"]),
                         torch.randint(0, m["out_features"], (batch,)))
     groups = decay_groups(model, o["weight_decay"])
-    opt = torch.optim.AdamW(groups, lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"])
+    opt = torch.optim.AdamW(groups, lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"],
+                            fused=(variant == "fused"))
     params = [p for p in model.parameters()]
     times = []
     for step in range(t["max_steps"]):
@@ -55,4 +58,4 @@ def main(path, threads):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else "default")

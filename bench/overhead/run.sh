@@ -18,8 +18,8 @@ print(statistics.median(t[min(5, len(t) // 4):]))
 PY
 }
 
-printf '| case | params | frugal step (ms) | PyTorch step (ms) | frugal / PyTorch | target |\n'
-printf '|---|---|---|---|---|---|\n'
+printf '| case | params | frugal (ms) | PyTorch (ms) | frugal / PyTorch | target | PyTorch fused AdamW (ms) | frugal / fused |\n'
+printf '|---|---|---|---|---|---|---|---|\n'
 for case in tiny-mlp gpt; do
   cfg=bench/overhead/$case.yaml
   target=$([ "$case" = tiny-mlp ] && echo "<= 0.6" || echo "<= 1.0")
@@ -27,10 +27,14 @@ for case in tiny-mlp gpt; do
   build/bin/frugal train "$cfg" --set run.dir="$tmp" --set run.threads="$threads" >"$tmp/$case.log" 2>&1
   params=$(grep -o '[0-9.]*M parameters' "$tmp/$case.log" | head -1)
   f=$(median_frugal "$tmp/bench-$case/metrics.jsonl")
-  p=$(.venv/bin/python bench/overhead/python_loop.py "$tmp/$case.yaml" "$threads" |
-      .venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["median_step_s"])')
-  awk -v c="$case" -v n="$params" -v f="$f" -v p="$p" -v t="$target" \
-    'BEGIN { printf "| %s | %s | %.3f | %.3f | %.2fx | %s |\n", c, n, f*1000, p*1000, f/p, t }'
+  py() {
+    .venv/bin/python bench/overhead/python_loop.py "$tmp/$case.yaml" "$threads" "$1" |
+      .venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["median_step_s"])'
+  }
+  p=$(py default)
+  pf=$(py fused)
+  awk -v c="$case" -v n="$params" -v f="$f" -v p="$p" -v t="$target" -v pf="$pf" \
+    'BEGIN { printf "| %s | %s | %.3f | %.3f | %.2fx | %s | %.3f | %.2fx |\n", c, n, f*1000, p*1000, f/p, t, pf*1000, f/pf }'
 done
 echo
 echo "threads: $threads; machine: $(nproc) cores, $(uname -m); torch $(.venv/bin/python -c 'import torch; print(torch.__version__)')"

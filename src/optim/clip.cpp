@@ -3,25 +3,33 @@
 #include <ATen/ATen.h>
 
 namespace frugal {
+namespace {
+
+std::vector<at::Tensor> defined_grads(const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> grads;
+  grads.reserve(params.size());
+  for (const auto& p : params) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  return grads;
+}
+
+}  // namespace
 
 at::Tensor grad_norm_squared(const std::vector<at::Tensor>& params) {
-  at::Tensor total = at::zeros({}, at::TensorOptions().dtype(at::kDouble));
-  for (const auto& p : params) {
-    const at::Tensor& g = p.grad();
-    if (!g.defined()) continue;
-    at::Tensor n = at::linalg_vector_norm(g, 2).to(at::kDouble).cpu();
-    total += n * n;
-  }
-  return total;
+  auto grads = defined_grads(params);
+  if (grads.empty()) return at::zeros({}, at::TensorOptions().dtype(at::kDouble));
+  // One foreach kernel for all per-tensor norms (as torch.nn.utils.clip_grad_norm_ does),
+  // then their squares summed in float64.
+  auto norms = at::_foreach_norm(grads, 2);
+  return at::stack(norms).to(at::kDouble).pow(2).sum().cpu();
 }
 
 void clip_grads(const std::vector<at::Tensor>& params, double total_norm, double max_norm) {
   const double coef = max_norm / (total_norm + 1e-6);
   if (coef >= 1.0) return;
-  for (const auto& p : params) {
-    at::Tensor g = p.mutable_grad();
-    if (g.defined()) g.mul_(coef);
-  }
+  auto grads = defined_grads(params);
+  if (!grads.empty()) at::_foreach_mul_(grads, coef);
 }
 
 }  // namespace frugal

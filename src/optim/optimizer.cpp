@@ -4,6 +4,7 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
+#include "frugal/optim/fused_adam.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
@@ -36,12 +37,12 @@ std::shared_ptr<torch::optim::Optimizer> build(const OptimConfig& c,
                                                std::vector<torch::optim::OptimizerParamGroup> groups) {
   auto defaults = options_for(c, c.weight_decay);
   if (c.type == "adamw") {
-    return std::make_shared<torch::optim::AdamW>(
-        std::move(groups), static_cast<torch::optim::AdamWOptions&>(*defaults));
+    return std::make_shared<FusedAdamW>(std::move(groups),
+                                        static_cast<torch::optim::AdamWOptions&>(*defaults));
   }
   if (c.type == "adam") {
-    return std::make_shared<torch::optim::Adam>(std::move(groups),
-                                                static_cast<torch::optim::AdamOptions&>(*defaults));
+    return std::make_shared<FusedAdam>(std::move(groups),
+                                       static_cast<torch::optim::AdamOptions&>(*defaults));
   }
   return std::make_shared<torch::optim::SGD>(std::move(groups),
                                              static_cast<torch::optim::SGDOptions&>(*defaults));

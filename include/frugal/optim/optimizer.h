@@ -1,5 +1,5 @@
-// Optimizers from config: SGD (momentum, nesterov, weight decay), Adam, AdamW, all from
-// torch::optim. Weight decay applies to matrices and embeddings (dim >= 2) only, never to
+// Optimizers from config: SGD (momentum, nesterov, weight decay; torch::optim::SGD), Adam and
+// AdamW (FusedAdam / FusedAdamW: torch::optim's types, ATen's fused kernels). Weight decay applies to matrices and embeddings (dim >= 2) only, never to
 // biases or LayerNorm gains: two parameter groups, in that order (decay, no_decay).
 #pragma once
 

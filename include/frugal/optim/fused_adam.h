@@ -1,0 +1,25 @@
+// Adam and AdamW that update every parameter of a group in one call to ATen's fused kernel
+// (at::_fused_adam_ / at::_fused_adamw_, the kernels behind torch.optim.Adam(fused=True)):
+// one pass over param, grad, m and v per element instead of a dozen tensor ops per
+// parameter. They subclass torch::optim::Adam / AdamW and keep their option and state types,
+// so checkpoints are interchangeable with the unfused optimizers.
+#pragma once
+
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+
+namespace frugal {
+
+class FusedAdamW : public torch::optim::AdamW {
+ public:
+  using torch::optim::AdamW::AdamW;
+  at::Tensor step(LossClosure closure = nullptr) override;
+};
+
+class FusedAdam : public torch::optim::Adam {
+ public:
+  using torch::optim::Adam::Adam;
+  at::Tensor step(LossClosure closure = nullptr) override;
+};
+
+}  // namespace frugal

@@ -1,0 +1,81 @@
+#include "frugal/optim/fused_adam.h"
+
+#include <ATen/ATen.h>
+#include <torch/utils.h>
+
+#include "frugal/util/error.h"
+
+namespace frugal {
+namespace {
+
+// One fused call per parameter group. ParamState/Options are the torch::optim types of the
+// optimizer (AdamWParamState/AdamWOptions or AdamParamState/AdamOptions).
+template <class ParamState, class Options, class Kernel>
+void fused_step(torch::optim::Optimizer& opt, Kernel kernel) {
+  torch::NoGradGuard no_grad;
+  for (auto& group : opt.param_groups()) {
+    auto& o = static_cast<Options&>(group.options());
+    if (o.amsgrad()) throw Error("optim: amsgrad is not supported by the fused Adam kernels");
+    std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs;
+    std::vector<int64_t> steps;
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      auto& slot = opt.state()[p.unsafeGetTensorImpl()];
+      if (!slot) {
+        auto s = std::make_unique<ParamState>();
+        s->step(0);
+        s->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+        s->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+        slot = std::move(s);
+      }
+      auto& s = static_cast<ParamState&>(*slot);
+      s.step(s.step() + 1);
+      params.push_back(p);
+      grads.push_back(p.grad());
+      exp_avgs.push_back(s.exp_avg());
+      exp_avg_sqs.push_back(s.exp_avg_sq());
+      steps.push_back(s.step());
+    }
+    if (params.empty()) continue;
+    // The kernel reads each parameter's step count from a float tensor, as in PyTorch.
+    at::Tensor step_values =
+        at::tensor(steps, at::kLong).to(at::TensorOptions().dtype(at::kFloat).device(params[0].device()));
+    const auto beta = o.betas();
+    kernel(params, grads, exp_avgs, exp_avg_sqs, step_values.unbind(), o.lr(), std::get<0>(beta),
+           std::get<1>(beta), o.weight_decay(), o.eps());
+  }
+}
+
+}  // namespace
+
+at::Tensor FusedAdamW::step(LossClosure closure) {
+  at::Tensor loss;
+  if (closure) {
+    at::AutoGradMode grad(true);
+    loss = closure();
+  }
+  fused_step<torch::optim::AdamWParamState, torch::optim::AdamWOptions>(
+      *this, [](auto& p, auto& g, auto& m, auto& v, const std::vector<at::Tensor>& steps,
+                double lr, double b1, double b2, double wd, double eps) {
+        at::_fused_adamw_(p, g, m, v, /*max_exp_avg_sqs=*/{}, steps, lr, b1, b2, wd, eps,
+                          /*amsgrad=*/false, /*maximize=*/false);
+      });
+  return loss;
+}
+
+at::Tensor FusedAdam::step(LossClosure closure) {
+  at::Tensor loss;
+  if (closure) {
+    at::AutoGradMode grad(true);
+    loss = closure();
+  }
+  fused_step<torch::optim::AdamParamState, torch::optim::AdamOptions>(
+      *this, [](auto& p, auto& g, auto& m, auto& v, const std::vector<at::Tensor>& steps,
+                double lr, double b1, double b2, double wd, double eps) {
+        at::_fused_adam_(p, g, m, v, /*max_exp_avg_sqs=*/{}, steps, lr, b1, b2, wd, eps,
+                         /*amsgrad=*/false, /*maximize=*/false);
+      });
+  return loss;
+}
+
+}  // namespace frugal
