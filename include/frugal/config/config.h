@@ -99,9 +99,35 @@ struct GenerateConfig {
   std::string prompt = "\n";
 };
 
+// fp16-mixed's dynamic loss scaling (torch.amp.GradScaler's options and defaults).
+struct GradScalerConfig {
+  bool enabled = true;  // only used by fp16-mixed
+  double init_scale = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+};
+
+// Activation checkpointing: which blocks drop their activations after forward and recompute
+// them in backward.
+struct CheckpointingConfig {
+  std::string policy = "none";  // none | full | every_k | selective
+  int64_t k = 2;                // every_k: blocks 0, k, 2k, ...
+  std::vector<std::string> targets = {"attn"};  // selective: sub-blocks by name (attn, mlp)
+};
+
 struct StrategyConfig {
-  std::string precision = "fp32";
+  std::string precision = "fp32";  // fp32 | bf16-mixed | fp16-mixed
+  GradScalerConfig grad_scaler;
   int64_t accumulation = 1;  // micro-batches per optimizer step
+  CheckpointingConfig checkpointing;
+};
+
+struct MemoryConfig {
+  int64_t monitor_every = 0;      // memory figures in metrics every N steps (0 = every logged step)
+  int64_t empty_cache_every = 0;  // return cached CUDA blocks every N steps (0 = never)
+  int64_t budget = 0;             // bytes (YAML also takes "2GiB", "512MiB"); CPU runs enforce it
+  bool record_history = false;    // CUDA allocator history for PyTorch's memory viewer
 };
 
 struct DistributedConfig {
@@ -118,6 +144,7 @@ struct Config {
   TrainConfig train;
   GenerateConfig generate;
   StrategyConfig strategy;
+  MemoryConfig memory;
   DistributedConfig distributed;
   std::string source;  // the file it was loaded from ("" when built in code)
 };
