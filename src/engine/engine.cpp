@@ -26,11 +26,9 @@ std::vector<Batch> split_batch(const Batch& batch, int64_t k) {
   return out;
 }
 
-Engine::Engine(EngineOptions options) : options_(std::move(options)) {
-  if (options_.strategy.precision != "fp32") {
-    throw Error("strategy.precision: '" + options_.strategy.precision +
-                "' is not available in this build (only fp32)");
-  }
+Engine::Engine(EngineOptions options)
+    : options_(std::move(options)),
+      precision_(options_.strategy.precision, options_.strategy.grad_scaler) {
   if (options_.strategy.accumulation < 1) {
     throw Error("strategy.accumulation: must be >= 1");
   }
@@ -43,6 +41,7 @@ void Engine::setup(std::shared_ptr<torch::nn::Module> model,
   optimizer_ = std::move(optimizer);
   schedule_ = std::move(schedule);
   params_ = model_->parameters();
+  if (!params_.empty()) device_ = params_.front().device();
 }
 
 StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
@@ -53,32 +52,43 @@ StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
   stats.targets = batch.num_targets();
   const double step_targets = static_cast<double>(stats.targets);
 
-  // 1. Forward and backward over the micro-batches; gradients accumulate in .grad.
+  // 1. Forward (under the precision's autocast) and backward over the micro-batches;
+  //    gradients accumulate in .grad.
   double loss_sum = 0.0;
   for (const Batch& micro : split_batch(batch, options_.strategy.accumulation)) {
-    at::Tensor loss = loss_sum_fn(micro) / step_targets;
-    loss.backward();
+    at::Tensor loss;
+    {
+      auto autocast = precision_.autocast(device_.type());
+      loss = loss_sum_fn(micro) / step_targets;
+    }
+    precision_.scale_loss(loss).backward();
     loss_sum += loss.detach().item<double>();
   }
   stats.loss = loss_sum;
 
-  // 2. Global gradient norm, clipping.
+  // 2. Unscale once (fp16), then the global gradient norm and clipping.
+  const bool found_inf = precision_.unscale(params_);
   stats.grad_norm = std::sqrt(grad_norm_squared(params_).item<double>());
-  if (options_.clip_grad_norm > 0.0) clip_grads(params_, stats.grad_norm, options_.clip_grad_norm);
+  const bool finite = !found_inf && std::isfinite(stats.grad_norm);
+  if (finite && options_.clip_grad_norm > 0.0) {
+    clip_grads(params_, stats.grad_norm, options_.clip_grad_norm);
+  }
 
-  // 3. The update.
+  // 3. The update; a step with non-finite gradients is skipped (fp16: the scaler backs off).
   stats.lr = schedule_ ? schedule_->lr_at(steps_done_)
                        : optimizer_->param_groups().front().options().get_lr();
   if (schedule_) set_learning_rate(*optimizer_, stats.lr);
-  if (std::isfinite(stats.grad_norm)) {
+  if (finite) {
     optimizer_->step();
   } else {
-    stats.skipped = true;  // a non-finite gradient would poison the weights
+    stats.skipped = true;
   }
+  precision_.update();
   optimizer_->zero_grad(/*set_to_none=*/true);
   ++steps_done_;
 
   stats.step = steps_done_;
+  stats.loss_scale = precision_.loss_scale();
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
 }

@@ -41,17 +41,4 @@ void MetricsLog::write(const std::string& line) {
   std::fflush(file_);
 }
 
-HostMemory host_memory() {
-  HostMemory m;
-  std::ifstream status("/proc/self/status");
-  std::string key;
-  while (status >> key) {
-    int64_t kb = 0;
-    if (key == "VmRSS:" && status >> kb) m.rss_bytes = kb * 1024;
-    else if (key == "VmHWM:" && status >> kb) m.rss_peak_bytes = kb * 1024;
-    status.ignore(1 << 20, '\n');
-  }
-  return m;
-}
-
 }  // namespace frugal

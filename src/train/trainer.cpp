@@ -14,6 +14,8 @@
 #include "frugal/engine/state.h"
 #include "frugal/io/atomic_file.h"
 #include "frugal/io/checkpoint.h"
+#include "frugal/memory/cpu_tracking.h"
+#include "frugal/memory/stats.h"
 #include "frugal/models/gpt.h"
 #include "frugal/models/registry.h"
 #include "frugal/optim/optimizer.h"
@@ -74,6 +76,7 @@ struct Trainer::Impl {
     ckpt.model = module_state(*model);
     ckpt.optimizer = optimizer_state(engine->optimizer());
     ckpt.state = rng_state();
+    for (auto& t : engine->precision().state()) ckpt.state.push_back(std::move(t));
     const LoaderPosition pos = loader->position();
     ckpt.meta_json = json{{"step", step},
                           {"data", {{"epoch", pos.epoch}, {"batch", pos.batch}}},
@@ -103,6 +106,7 @@ struct Trainer::Impl {
     load_module_state(*model, ckpt.model, (from / "model.pt").string());
     load_optimizer_state(engine->optimizer(), ckpt.optimizer, (from / "optimizer.pt").string());
     load_rng_state(ckpt.state);
+    engine->precision().load_state(ckpt.state);
     engine->set_steps_done(ckpt.step);
     LoaderPosition pos;
     pos.epoch = meta["data"].value("epoch", int64_t{0});
@@ -144,6 +148,9 @@ TrainResult Trainer::run() {
   Impl& s = *impl_;
   const Config& cfg = s.cfg;
   if (cfg.run.threads > 0) at::set_num_threads(static_cast<int>(cfg.run.threads));
+  // Every CPU tensor byte is counted from here on (memory figures in metrics, budgets).
+  memory::install_cpu_tracking();
+  memory::set_cpu_budget(cfg.memory.budget);
 
   s.plan = prepare_run_dir(cfg);
   log::add_file((s.plan.dir / "train.log").string());
@@ -190,6 +197,9 @@ TrainResult Trainer::run() {
   MetricsLog metrics(s.plan.dir / "metrics.jsonl", result.resumed_from);
 
   const int64_t max_steps = cfg.train.max_steps;
+  const c10::Device device = s.engine->device();
+  int64_t run_peak = 0;
+  memory::reset_peaks(device);
   Progress progress(cfg.train.progress, s.engine->steps_done(), max_steps, cfg.train.log_every);
   s.model->train();
   while (s.engine->steps_done() < max_steps) {
@@ -204,19 +214,33 @@ TrainResult Trainer::run() {
       throw Error(fmt::format("training diverged at step {} (loss {})", st.step, st.loss));
     }
     if (st.step % std::max<int64_t>(1, cfg.train.log_every) == 0 || st.step == max_steps) {
-      const HostMemory mem = host_memory();
-      metrics.write(json{{"step", st.step},
-                         {"loss", st.loss},
-                         {"lr", st.lr},
-                         {"grad_norm", st.grad_norm},
-                         {"step_time_s", st.seconds},
-                         {"tokens_per_s", tok_s},
-                         {"samples_per_s", st.seconds > 0 ? st.samples / st.seconds : 0.0},
-                         {"loss_scale", 1.0},
-                         {"skipped", st.skipped},
-                         {"host_rss_bytes", mem.rss_bytes},
-                         {"host_rss_peak_bytes", mem.rss_peak_bytes}}
-                        .dump());
+      json record = {{"step", st.step},
+                     {"loss", st.loss},
+                     {"lr", st.lr},
+                     {"grad_norm", st.grad_norm},
+                     {"step_time_s", st.seconds},
+                     {"tokens_per_s", tok_s},
+                     {"samples_per_s", st.seconds > 0 ? st.samples / st.seconds : 0.0},
+                     {"loss_scale", st.loss_scale},
+                     {"skipped", st.skipped}};
+      // Peaks cover the steps since the previous record.
+      const memory::MemorySnapshot mem = memory::snapshot(device);
+      record["mem_allocated_bytes"] = mem.allocated;
+      record["mem_allocated_peak_bytes"] = mem.allocated_peak;
+      if (device.is_cuda()) {
+        record["mem_reserved_bytes"] = mem.reserved;
+        record["mem_reserved_peak_bytes"] = mem.reserved_peak;
+        record["mem_active_bytes"] = mem.active;
+        record["mem_active_peak_bytes"] = mem.active_peak;
+      }
+      record["host_rss_bytes"] = mem.host_rss;
+      record["host_rss_peak_bytes"] = mem.host_rss_peak;
+      run_peak = std::max(run_peak, mem.allocated_peak);
+      metrics.write(record.dump());
+      memory::reset_peaks(device);
+    }
+    if (cfg.memory.empty_cache_every > 0 && st.step % cfg.memory.empty_cache_every == 0) {
+      memory::empty_cache(device);
     }
     if (cfg.train.eval_every > 0 && st.step % cfg.train.eval_every == 0) {
       result.val_loss = s.evaluate();
@@ -229,6 +253,11 @@ TrainResult Trainer::run() {
     }
   }
   progress.finish();
+  {
+    memory::MemorySnapshot mem = memory::snapshot(device);
+    mem.allocated_peak = std::max(mem.allocated_peak, run_peak);
+    log::info(memory::summary_table(mem));
+  }
   result.steps = s.engine->steps_done();
   if (s.last_checkpoint_step != result.steps) {
     s.save(result.steps);

@@ -3,11 +3,15 @@
 // loss *sum* is divided by the target count of the whole step, so the gradients equal those
 // of one large batch whatever the accumulation.
 //
-//   for each micro-batch i of k:  loss = loss_sum_fn(micro) / step_targets;  loss.backward()
+//   for each micro-batch i of k:
+//     { autocast scope: loss = loss_sum_fn(micro) / step_targets }   precision
+//     precision.scale_loss(loss).backward()                            (fp16: GradScaler)
+//   found_inf = precision.unscale(grads)                               once, before clipping
 //   norm = global grad norm; clip if configured
-//   lr = schedule(step); optimizer.step(); zero_grad
+//   lr = schedule(step); optimizer.step() unless found_inf / non-finite
+//   precision.update(); zero_grad
 //
-// The strategies (precision, checkpointing, sharding, offload) plug into these points.
+// Sharding and offload plug into the same points as they land.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -20,6 +24,7 @@
 #include "frugal/config/config.h"
 #include "frugal/data/batch.h"
 #include "frugal/optim/schedule.h"
+#include "frugal/strategy/precision.h"
 
 namespace frugal {
 
@@ -35,6 +40,7 @@ struct StepStats {
   int64_t targets = 0;
   bool skipped = false;   // optimizer step skipped (e.g. non-finite gradients)
   double seconds = 0.0;   // wall time of the step
+  double loss_scale = 1.0;  // fp16-mixed: the scale after this step's update
 };
 
 struct EngineOptions {
@@ -59,9 +65,14 @@ class Engine {
   torch::nn::Module& model() { return *model_; }
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   const EngineOptions& options() const { return options_; }
+  Precision& precision() { return precision_; }
+  // The device the model's parameters are on (autocast's device type).
+  c10::Device device() const { return device_; }
 
  private:
   EngineOptions options_;
+  Precision precision_;
+  c10::Device device_{c10::kCPU};
   std::shared_ptr<torch::nn::Module> model_;
   std::shared_ptr<torch::optim::Optimizer> optimizer_;
   std::shared_ptr<const LrSchedule> schedule_;

@@ -27,11 +27,4 @@ class MetricsLog {
   std::FILE* file_ = nullptr;
 };
 
-// Host memory of this process from /proc/self/status: resident and its high-water mark.
-struct HostMemory {
-  int64_t rss_bytes = 0;
-  int64_t rss_peak_bytes = 0;
-};
-HostMemory host_memory();
-
 }  // namespace frugal

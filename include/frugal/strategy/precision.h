@@ -1,0 +1,56 @@
+// Precision strategies (strategy.precision):
+//   fp32        no autocast, no scaling
+//   bf16-mixed  forward under autocast to bfloat16; fp32 weights, gradients and optimizer
+//   fp16-mixed  forward under autocast to float16, with dynamic loss scaling (GradScaler) so
+//               small gradients survive float16's range; a step whose gradients overflowed
+//               is skipped and the scale backs off
+// The engine asks it for an autocast scope per micro-batch, to scale the loss before
+// backward, to unscale once before clipping, and whether to step.
+#pragma once
+
+#include <c10/core/DeviceType.h>
+#include <c10/core/ScalarType.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "frugal/config/config.h"
+#include "frugal/io/checkpoint.h"
+#include "frugal/strategy/autocast.h"
+#include "frugal/strategy/grad_scaler.h"
+
+namespace frugal {
+
+class Precision {
+ public:
+  explicit Precision(const std::string& name, const GradScalerConfig& scaler = {});
+
+  const std::string& name() const { return name_; }
+  bool autocast_enabled() const { return autocast_; }
+  c10::ScalarType autocast_dtype() const { return dtype_; }
+
+  // The forward's scope: autocast on `device` when this precision uses it.
+  std::unique_ptr<AutocastGuard> autocast(c10::DeviceType device) const;
+  // loss * scale with fp16-mixed; the loss itself otherwise.
+  at::Tensor scale_loss(const at::Tensor& loss);
+  // Divides gradients by the scale (fp16-mixed); true when any is inf/NaN.
+  bool unscale(const std::vector<at::Tensor>& params);
+  // After the optimizer step (or its skip): grows or backs off the scale.
+  void update();
+  double loss_scale() const;
+
+  NamedTensors state() const;
+  void load_state(const NamedTensors& state);
+
+  GradScaler* scaler() { return scaler_ ? &*scaler_ : nullptr; }
+
+ private:
+  std::string name_;
+  bool autocast_ = false;
+  c10::ScalarType dtype_ = c10::ScalarType::Float;
+  std::optional<GradScaler> scaler_;
+};
+
+}  // namespace frugal

@@ -1,0 +1,100 @@
+#include "frugal/memory/stats.h"
+
+#include <ATen/Context.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "frugal/memory/cpu_tracking.h"
+
+namespace frugal::memory {
+namespace {
+
+using c10::CachingAllocator::StatType;
+
+bool cuda_device(const c10::Device& d) { return d.is_cuda() && at::globalContext().hasCUDA(); }
+
+}  // namespace
+
+HostMemory host_memory() {
+  HostMemory m;
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  while (status >> key) {
+    int64_t kb = 0;
+    if (key == "VmRSS:" && status >> kb) {
+      m.rss_bytes = kb * 1024;
+    } else if (key == "VmHWM:" && status >> kb) {
+      m.rss_peak_bytes = kb * 1024;
+    }
+    status.ignore(1 << 20, '\n');
+  }
+  return m;
+}
+
+MemorySnapshot snapshot(const c10::Device& device) {
+  MemorySnapshot s;
+  const HostMemory host = host_memory();
+  s.host_rss = host.rss_bytes;
+  s.host_rss_peak = host.rss_peak_bytes;
+  if (cuda_device(device)) {
+    const auto index = device.has_index() ? device.index() : c10::DeviceIndex(0);
+    s.device = fmt::format("cuda:{}", index);
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index);
+    const auto all = static_cast<size_t>(StatType::AGGREGATE);
+    s.allocated = stats.allocated_bytes[all].current;
+    s.allocated_peak = stats.allocated_bytes[all].peak;
+    s.reserved = stats.reserved_bytes[all].current;
+    s.reserved_peak = stats.reserved_bytes[all].peak;
+    s.active = stats.active_bytes[all].current;
+    s.active_peak = stats.active_bytes[all].peak;
+    s.tracked = true;
+    return s;
+  }
+  s.device = "cpu";
+  s.tracked = cpu_tracking_installed();
+  const CpuCounters c = cpu_counters();
+  s.allocated = s.reserved = s.active = c.current_bytes;
+  s.allocated_peak = s.reserved_peak = s.active_peak = c.peak_bytes;
+  return s;
+}
+
+void reset_peaks(const c10::Device& device) {
+  if (cuda_device(device)) {
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device.has_index() ? device.index() : 0);
+  } else {
+    reset_cpu_peak();
+  }
+}
+
+void empty_cache(const c10::Device& device) {
+  if (cuda_device(device)) c10::cuda::CUDACachingAllocator::emptyCache();
+}
+
+std::string format_bytes(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (bytes >= (int64_t{1} << 30)) return fmt::format("{:.2f} GiB", b / (1 << 30));
+  if (bytes >= (int64_t{1} << 20)) return fmt::format("{:.1f} MiB", b / (1 << 20));
+  if (bytes >= 1024) return fmt::format("{:.1f} KiB", b / 1024);
+  return fmt::format("{} B", bytes);
+}
+
+std::string summary_table(const MemorySnapshot& s) {
+  std::string out = fmt::format("memory summary ({})\n", s.device);
+  out += fmt::format("  {:<28} {:>14} {:>14}\n", "", "current", "peak");
+  auto row = [&](const char* name, int64_t cur, int64_t peak) {
+    out += fmt::format("  {:<28} {:>14} {:>14}\n", name, format_bytes(cur), format_bytes(peak));
+  };
+  row("allocated (tensors)", s.allocated, s.allocated_peak);
+  if (s.device != "cpu") {
+    row("reserved (allocator cache)", s.reserved, s.reserved_peak);
+    row("active", s.active, s.active_peak);
+    row("fragmentation (res - alloc)", s.reserved - s.allocated, s.reserved_peak - s.allocated_peak);
+  }
+  row("host resident (RSS)", s.host_rss, s.host_rss_peak);
+  if (!s.tracked) out += "  (CPU tensor bytes are not tracked: tracking allocator not installed)\n";
+  return out;
+}
+
+}  // namespace frugal::memory
