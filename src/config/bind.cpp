@@ -1,8 +1,7 @@
 // From the merged tree to the typed Config: every section and key must be in the schema
-// (schema.h), model.size fills its preset first, then each key present overwrites its field.
+// (schema.h, checked in shape.cpp), model.size fills its preset first, then each key present
+// overwrites its field.
 #include <fmt/format.h>
-
-#include <algorithm>
 
 #include "frugal/config/load.h"
 #include "internal.h"
@@ -10,35 +9,6 @@
 
 namespace frugal::config_detail {
 namespace {
-
-std::vector<std::string> section_names() {
-  std::vector<std::string> names;
-  for (const auto& [section, keys] : schema_keys()) names.push_back(section);
-  return names;
-}
-
-void check_shape(const Entry& root) {
-  for (const Entry& section : root.children) {
-    const auto& schema = schema_keys();
-    const auto known = std::find_if(schema.begin(), schema.end(),
-                                    [&](const auto& s) { return s.first == section.key; });
-    if (known == schema.end())
-      fail(section.loc, fmt::format("unknown section '{}'{}", section.key,
-                                    did_you_mean(section.key, section_names())));
-    if (!section.is_map && !section.value().IsNull())
-      fail(section.loc, fmt::format("section '{}' must be a map of keys, got {}", section.key,
-                                    describe(section.value())));
-    const std::vector<std::string>& keys = known->second;
-    for (const Entry& key : section.children)
-      if (std::find(keys.begin(), keys.end(), key.key) == keys.end())
-        fail(key.loc, fmt::format("unknown key '{}'{}", key.path, did_you_mean(key.key, keys)));
-  }
-}
-
-const Entry* find_key(const Entry& root, std::string_view section, std::string_view key) {
-  const Entry* s = root.find(section);
-  return s ? s->find(key) : nullptr;
-}
 
 // The preset named by model.size; every field it fills is marked at the model.size key, so a
 // later range error on (say) n_head points where the value came from.
@@ -68,13 +38,17 @@ Config bind(const Entry& root, const std::string& source, KeyMarks& marks) {
   check_shape(root);
   Config config;
   config.source = source;
-  if (const Entry* size = find_key(root, "model", "size")) apply_preset(*size, config.model, marks);
-  for_each_field(config, [&](const char* section, const char* key, auto& field) {
-    const Entry* entry = find_key(root, section, key);
+  if (const Entry* size = root.find_path("model.size")) apply_preset(*size, config.model, marks);
+  // auto&&: a field is a member reference or a wrapper made for the call (Bytes).
+  for_each_field(config, [&](const char* section, const char* key, auto&& field) {
+    const Entry* entry = root.find_path(dotted(section, key));
     if (!entry) return;
     decode(*entry, field);
     marks[entry->path] = entry->loc;
     for (const Entry& child : entry->children) marks[child.path] = child.loc;  // model.options
+    if (!entry->is_map && entry->value().IsSequence())  // list items, checked one by one
+      for (size_t i = 0; i < entry->value().size(); ++i)
+        marks[fmt::format("{}[{}]", entry->path, i)] = item_loc(*entry, i);
   });
   return config;
 }

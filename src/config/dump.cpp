@@ -73,6 +73,14 @@ std::string yaml_scalar(const std::vector<int64_t>& v) {
   return out + "]";
 }
 
+std::string yaml_scalar(const std::vector<std::string>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + quoted(v[i]);
+  return out + "]";
+}
+
+std::string yaml_scalar(Bytes<const int64_t> v) { return std::to_string(v.value); }
+
 std::string yaml_scalar(const std::array<double, 2>& v) {
   return "[" + yaml_scalar(v[0]) + ", " + yaml_scalar(v[1]) + "]";
 }
@@ -84,19 +92,34 @@ std::string yaml_scalar(const std::map<std::string, std::string>& v) {
   return out + "}";
 }
 
+std::vector<std::string> split_dots(std::string_view path) {
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    const size_t dot = path.find('.', start);
+    parts.emplace_back(path.substr(start, dot - start));
+    if (dot == std::string_view::npos) return parts;
+    start = dot + 1;
+  }
+}
+
 }  // namespace
 
 std::string dump(const Config& config,
                  const std::function<bool(std::string_view, std::string_view)>& keep) {
   std::string out;
-  std::string_view current;
+  std::vector<std::string> open;  // the section whose map is being written, by level
   for_each_field(config, [&](const char* section, const char* key, const auto& field) {
     if (!keep(section, key)) return;
-    if (section != current) {
-      out += std::string(section) + ":\n";
-      current = section;
-    }
-    out += std::string("  ") + key + ": " + yaml_scalar(field) + "\n";
+    // Open the levels of `section` not already open: "strategy" stays open from precision
+    // through grad_scaler's keys to accumulation.
+    const std::vector<std::string> path = split_dots(section);
+    size_t common = 0;
+    while (common < open.size() && common < path.size() && open[common] == path[common])
+      ++common;
+    for (size_t level = common; level < path.size(); ++level)
+      out += std::string(2 * level, ' ') + path[level] + ":\n";
+    open = path;
+    out += std::string(2 * path.size(), ' ') + key + ": " + yaml_scalar(field) + "\n";
   });
   return out;
 }

@@ -2,6 +2,12 @@
 // run under a different configuration. Paths, names, logging, checkpoint cadence and loader
 // parallelism don't change the numbers, so they are left out; model.size is left out because
 // the sizes it expands to are hashed themselves.
+//
+// strategy is hashed whole (precision and the grad scaler change the numbers; accumulation
+// changes the batch an optimizer step sees) except strategy.checkpointing: recomputing
+// activations gives the same numbers for less memory, so a run that runs out of memory must be
+// resumable with checkpointing turned on (and back off). memory.* only observes and frees
+// caches, so it stays out too, like every section not named here.
 #include <fmt/format.h>
 
 #include "frugal/config/load.h"
@@ -14,7 +20,11 @@ std::string config_fingerprint(const Config& config) {
       config_detail::dump(config, [](std::string_view section, std::string_view key) {
         if (section == "model") return key != "size";
         if (section == "data") return key != "num_workers" && key != "pin_memory";
-        return section == "optim" || section == "schedule" || section == "strategy";
+        if (section == "strategy.checkpointing") return false;
+        // By top-level section, so a sub-section added later is hashed with its parent.
+        const std::string_view top = section.substr(0, section.find('.'));
+        return top == "model" || top == "data" || top == "optim" || top == "schedule" ||
+               top == "strategy";
       });
   // FNV-1a, 64 bits: tiny, stable across platforms and releases (std::hash is neither).
   uint64_t hash = 14695981039346656037ull;

@@ -42,6 +42,8 @@ struct Entry {
   const YAML::Node& value() const;  // a null node when there is none
   const Entry* find(std::string_view name) const;
   Entry* find(std::string_view name);
+  // The entry at a dotted path below this one ("strategy.grad_scaler.init_scale"), or null.
+  const Entry* find_path(std::string_view dotted_path) const;
 };
 
 Entry map_entry(const std::string& key, const std::string& path, const Loc& loc);
@@ -57,6 +59,14 @@ void relocate(Entry& entry, const Loc& loc);
 void merge_into(Entry& base, Entry over);
 // "a list", "a map", "nothing", a number as written, or a quoted string.
 std::string describe(const YAML::Node& node);
+// Where item i of a sequence leaf was written (the leaf's own place for --set values).
+Loc item_loc(const Entry& e, size_t i);
+
+// shape.cpp, the schema's view of the tree. expand_shorthands runs on each document and each
+// --set before they merge, so `checkpointing: full` over a parent's map merges like
+// `{policy: full}`; check_shape refuses unknown sections and keys at any depth.
+void expand_shorthands(Entry& entry);
+void check_shape(const Entry& root);
 
 // yaml_reader.cpp: the document with its `extends:` chain merged (parents first).
 Entry read_config_file(const std::string& path);
@@ -71,6 +81,17 @@ using KeyMarks = std::map<std::string, Loc>;
 // bind.cpp: the typed Config (unknown sections/keys and wrong types are errors).
 Config bind(const Entry& root, const std::string& source, KeyMarks& marks);
 
+// A byte count that YAML may also spell with a unit ("512MiB", "1.5GB"); it wraps the int64_t
+// field so the schema can say so (T is int64_t or const int64_t).
+template <class T>
+struct Bytes {
+  T& value;
+};
+template <class T>
+Bytes<T> byte_count(T& value) {
+  return Bytes<T>{value};
+}
+
 // scalars.cpp: typed reads of a leaf; `name` is the dotted key used in messages.
 void decode(const Entry& e, std::string& out);
 void decode(const Entry& e, int64_t& out);
@@ -78,6 +99,8 @@ void decode(const Entry& e, uint64_t& out);
 void decode(const Entry& e, double& out);
 void decode(const Entry& e, bool& out);
 void decode(const Entry& e, std::vector<int64_t>& out);
+void decode(const Entry& e, std::vector<std::string>& out);
+void decode(const Entry& e, Bytes<int64_t> out);
 void decode(const Entry& e, std::array<double, 2>& out);
 void decode(const Entry& e, std::map<std::string, std::string>& out);
 
@@ -92,7 +115,7 @@ const GptPreset* find_gpt_preset(std::string_view name);
 // validate.cpp: `marks` (may be null) locates the offending key.
 void validate(const Config& config, const KeyMarks* marks);
 
-// dump.cpp: the YAML text of the fields `keep(section, key)` accepts.
+// dump.cpp: the YAML text of the fields `keep(section, key)` accepts (section dotted).
 std::string dump(const Config& config,
                  const std::function<bool(std::string_view, std::string_view)>& keep);
 

@@ -61,6 +61,7 @@ void apply_override(Entry& root, const std::string& text) {
   }
   Entry top = map_entry("", "", loc);
   top.children.push_back(std::move(entry));
+  expand_shorthands(top);
   merge_into(root, std::move(top));
 }
 

@@ -69,9 +69,59 @@ void decode_integer(const Entry& e, Int& out, std::string_view what) {
 
 // Item i of a sequence as an entry of its own ("model.hidden[1]", at the item's position).
 Entry element(const Entry& e, size_t i) {
-  const YAML::Node item = e.value()[i];
-  const Loc loc = e.loc.line > 0 ? at(e.loc.file, item.Mark()) : e.loc;
-  return leaf_entry(std::to_string(i), fmt::format("{}[{}]", e.path, i), loc, item);
+  return leaf_entry(std::to_string(i), fmt::format("{}[{}]", e.path, i), item_loc(e, i),
+                   e.value()[i]);
+}
+
+enum class SizeParse { ok, malformed, fraction, too_large };
+
+// "1.5" and "GB" -> 1500000000. Exact integer arithmetic (no doubles), so "1.1GB" is exactly
+// 1100000000 and "1.5B" is refused rather than rounded.
+SizeParse parse_size(std::string_view number, std::string_view unit, int64_t& out) {
+  static const std::pair<std::string_view, uint64_t> units[] = {
+      {"B", 1},
+      {"KB", 1000ull},
+      {"MB", 1000ull * 1000},
+      {"GB", 1000ull * 1000 * 1000},
+      {"TB", 1000ull * 1000 * 1000 * 1000},
+      {"KiB", 1ull << 10},
+      {"MiB", 1ull << 20},
+      {"GiB", 1ull << 30},
+      {"TiB", 1ull << 40}};
+  uint64_t multiplier = 0;
+  for (const auto& [name, m] : units)
+    if (unit == name) multiplier = m;
+  while (!number.empty() && number.back() == ' ') number.remove_suffix(1);  // "2 GiB"
+  const size_t point = number.find('.');
+  std::string_view whole = number.substr(0, point);
+  std::string_view fraction = point == std::string_view::npos ? "" : number.substr(point + 1);
+  const auto digits = [](std::string_view v) {
+    return v.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  if (multiplier == 0 || (whole.empty() && fraction.empty()) || !digits(whole) ||
+      !digits(fraction) || (point != std::string_view::npos && fraction.empty()))
+    return SizeParse::malformed;
+  while (!fraction.empty() && fraction.back() == '0') fraction.remove_suffix(1);
+
+  // bytes = mantissa * multiplier / 10^fraction.size(), which must divide exactly.
+  uint64_t mantissa = 0;
+  for (const std::string_view part : {whole, fraction})
+    for (char ch : part)
+      if (__builtin_mul_overflow(mantissa, 10, &mantissa) ||
+          __builtin_add_overflow(mantissa, static_cast<uint64_t>(ch - '0'), &mantissa))
+        return SizeParse::too_large;
+  uint64_t product = 0;
+  if (__builtin_mul_overflow(mantissa, multiplier, &product)) return SizeParse::too_large;
+  if (fraction.size() > 19)  // 10^20 > 2^64 > product: only 0 divides
+    return product == 0 ? (out = 0, SizeParse::ok) : SizeParse::fraction;
+  uint64_t divisor = 1;
+  for (size_t i = 0; i < fraction.size(); ++i) divisor *= 10;
+  if (product % divisor != 0) return SizeParse::fraction;
+  const uint64_t bytes = product / divisor;
+  if (bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    return SizeParse::too_large;
+  out = static_cast<int64_t>(bytes);
+  return SizeParse::ok;
 }
 
 }  // namespace
@@ -107,6 +157,40 @@ void decode(const Entry& e, std::vector<int64_t>& out) {
     decode(item, values.back());
   }
   out = std::move(values);
+}
+
+void decode(const Entry& e, std::vector<std::string>& out) {
+  constexpr std::string_view what = "a list of strings";
+  if (e.is_map || !(e.value().IsSequence() || e.value().IsNull())) expected(e, what);
+  std::vector<std::string> values;
+  for (size_t i = 0; i < e.value().size(); ++i) {
+    const Entry item = element(e, i);
+    // An empty item (`- `) would silently be "": refuse it like a nested list.
+    if (!item.value().IsScalar()) expected(item, "a string");
+    values.push_back(item.value().Scalar());
+  }
+  out = std::move(values);
+}
+
+void decode(const Entry& e, Bytes<int64_t> out) {
+  constexpr std::string_view what =
+      "a number of bytes or a size with a unit such as 512MiB, 2GiB, 1.5GB, 300MB, 64KiB "
+      "(B; KiB, MiB, GiB, TiB = 1024^n; KB, MB, GB, TB = 1000^n)";
+  const std::string& s = scalar(e, what);
+  const size_t unit_at = s.find_last_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ");
+  const std::string_view unit = std::string_view(s).substr(unit_at + 1);
+  if (unit.empty() || unit_at == std::string::npos)
+    return decode_integer(e, out.value, what);  // no unit: bytes (1e9 too), or the error
+  switch (parse_size(std::string_view(s).substr(0, unit_at + 1), unit, out.value)) {
+    case SizeParse::ok:
+      return;
+    case SizeParse::malformed:
+      expected(e, what);
+    case SizeParse::fraction:
+      fail(e.loc, fmt::format("{}: {} is not a whole number of bytes", e.path, s));
+    case SizeParse::too_large:
+      fail(e.loc, fmt::format("{}: {} is out of range", e.path, s));
+  }
 }
 
 void decode(const Entry& e, std::array<double, 2>& out) {

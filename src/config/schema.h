@@ -1,17 +1,25 @@
 // The schema, written once: every YAML key and the struct field it fills, in documented order.
 // Binding, unknown-key detection, dumping and the fingerprint all walk this list, so a field
 // added to config.h and listed here is parsed, checked, dumped and hashed with no other edit.
+// A section is a dotted path ("strategy.grad_scaler"): sub-sections nest to any depth, and a
+// section's keys must be listed contiguously (to_yaml opens each map once; a section opened
+// twice would dump a duplicate key, which the round-trip test reports).
 #pragma once
 
+#include <algorithm>
+#include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "frugal/config/config.h"
+#include "internal.h"
 
 namespace frugal::config_detail {
 
-// Calls visit(section, key, field) for each field; C is Config or const Config.
+// Calls visit(section, key, field) for each field; C is Config or const Config. `field` is a
+// reference to the struct member, or a small wrapper (Bytes) when the YAML spelling differs.
 template <class C, class Visit>
 void for_each_field(C& c, Visit&& visit) {
   visit("run", "name", c.run.name);
@@ -82,26 +90,76 @@ void for_each_field(C& c, Visit&& visit) {
   visit("generate", "prompt", c.generate.prompt);
 
   visit("strategy", "precision", c.strategy.precision);
+  visit("strategy.grad_scaler", "enabled", c.strategy.grad_scaler.enabled);
+  visit("strategy.grad_scaler", "init_scale", c.strategy.grad_scaler.init_scale);
+  visit("strategy.grad_scaler", "growth_factor", c.strategy.grad_scaler.growth_factor);
+  visit("strategy.grad_scaler", "backoff_factor", c.strategy.grad_scaler.backoff_factor);
+  visit("strategy.grad_scaler", "growth_interval", c.strategy.grad_scaler.growth_interval);
   visit("strategy", "accumulation", c.strategy.accumulation);
+  visit("strategy.checkpointing", "policy", c.strategy.checkpointing.policy);
+  visit("strategy.checkpointing", "k", c.strategy.checkpointing.k);
+  visit("strategy.checkpointing", "targets", c.strategy.checkpointing.targets);
+
+  visit("memory", "monitor_every", c.memory.monitor_every);
+  visit("memory", "empty_cache_every", c.memory.empty_cache_every);
+  visit("memory", "budget", byte_count(c.memory.budget));
+  visit("memory", "record_history", c.memory.record_history);
 
   visit("distributed", "backend", c.distributed.backend);
   visit("distributed", "timeout_s", c.distributed.timeout_s);
 }
 
-// Sections in order, each with its keys in order.
-using SchemaKeys = std::vector<std::pair<std::string, std::vector<std::string>>>;
+// A section written as one scalar is short for {key: scalar}: `checkpointing: full` is
+// `checkpointing: {policy: full}`. Section path -> key.
+inline const std::map<std::string, std::string, std::less<>>& schema_shorthands() {
+  static const std::map<std::string, std::string, std::less<>> shorthands = {
+      {"strategy.checkpointing", "policy"},
+  };
+  return shorthands;
+}
 
-inline const SchemaKeys& schema_keys() {
-  static const SchemaKeys keys = [] {
-    SchemaKeys out;
+// The dotted path of `key` in `section`: ("strategy.grad_scaler", "k") -> "strategy.grad_scaler.k";
+// the root's section is "" (("", "optim") -> "optim").
+inline std::string dotted(std::string_view section, std::string_view key) {
+  if (section.empty()) return std::string(key);
+  return std::string(section) + "." + std::string(key);
+}
+
+// Every map of the schema by dotted path ("" is the root, holding the top-level sections), each
+// with the names it may hold (keys and sub-sections) in schema order.
+using SchemaMaps = std::map<std::string, std::vector<std::string>, std::less<>>;
+
+inline const SchemaMaps& schema_maps() {
+  static const SchemaMaps maps = [] {
+    SchemaMaps out;
+    auto add = [&](const std::string& parent, const std::string& name) {
+      std::vector<std::string>& names = out[parent];
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    };
     const Config defaults;
     for_each_field(defaults, [&](const char* section, const char* key, const auto&) {
-      if (out.empty() || out.back().first != section) out.push_back({section, {}});
-      out.back().second.push_back(key);
+      // Register each level of the section path under its parent, then the key itself.
+      const std::string path = section;
+      std::string parent;
+      for (size_t start = 0;;) {
+        const size_t dot = path.find('.', start);
+        const std::string name = path.substr(start, dot - start);
+        add(parent, name);
+        parent = dotted(parent, name);
+        if (dot == std::string::npos) break;
+        start = dot + 1;
+      }
+      add(path, key);
     });
     return out;
   }();
-  return keys;
+  return maps;
+}
+
+// The names a schema map may hold, or null when `path` is not a map of the schema (a key).
+inline const std::vector<std::string>* schema_children(std::string_view path) {
+  const auto it = schema_maps().find(path);
+  return it == schema_maps().end() ? nullptr : &it->second;
 }
 
 }  // namespace frugal::config_detail

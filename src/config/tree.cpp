@@ -32,6 +32,21 @@ Entry* Entry::find(std::string_view name) {
   return const_cast<Entry*>(std::as_const(*this).find(name));
 }
 
+const Entry* Entry::find_path(std::string_view dotted_path) const {
+  const Entry* entry = this;
+  while (entry) {
+    const size_t dot = dotted_path.find('.');
+    entry = entry->find(dotted_path.substr(0, dot));
+    if (dot == std::string_view::npos) break;
+    dotted_path.remove_prefix(dot + 1);
+  }
+  return entry;
+}
+
+Loc item_loc(const Entry& e, size_t i) {
+  return e.loc.line > 0 ? at(e.loc.file, e.value()[i].Mark()) : e.loc;
+}
+
 Entry map_entry(const std::string& key, const std::string& path, const Loc& loc) {
   Entry entry;
   entry.key = key;

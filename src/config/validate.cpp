@@ -3,6 +3,7 @@
 // model.type is free (models may be registered by users); other names are closed sets.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "frugal/config/load.h"
@@ -56,12 +57,14 @@ class Checker {
   }
 
   void one_of(const std::string& value, const std::vector<std::string>& allowed,
-              const std::string& key) const {
+              const std::string& key, const std::string& near = "") const {
     if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return;
     std::string list;
     for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-    fail(key, fmt::format("unknown value '{}' (expected one of: {}){}", value, list,
-                          did_you_mean(value, allowed)));
+    fail(key,
+         fmt::format("unknown value '{}' (expected one of: {}){}", value, list,
+                     did_you_mean(value, allowed)),
+         near);
   }
 
  private:
@@ -162,17 +165,41 @@ void check_generate(const Checker& c, const GenerateConfig& g) {
   c.at_least<int64_t>(g.top_k, 0, "generate.top_k");
 }
 
+void check_grad_scaler(const Checker& c, const GradScalerConfig& g) {
+  // Checked even when unused (precision other than fp16-mixed), so a file is valid or not
+  // whatever precision a --set picks.
+  c.positive(g.init_scale, "strategy.grad_scaler.init_scale");
+  c.require(g.growth_factor > 1 && std::isfinite(g.growth_factor),
+            "strategy.grad_scaler.growth_factor",
+            fmt::format("must be > 1, got {}", g.growth_factor));
+  c.require(g.backoff_factor > 0 && g.backoff_factor < 1, "strategy.grad_scaler.backoff_factor",
+            fmt::format("must be in (0, 1), got {}", g.backoff_factor));
+  c.at_least<int64_t>(g.growth_interval, 1, "strategy.grad_scaler.growth_interval");
+}
+
+void check_checkpointing(const Checker& c, const CheckpointingConfig& p) {
+  const std::string key = "strategy.checkpointing";
+  c.one_of(p.policy, {"none", "full", "every_k", "selective"}, key + ".policy");
+  c.at_least<int64_t>(p.k, 1, key + ".k");
+  if (p.policy == "selective")
+    c.require(!p.targets.empty(), key + ".targets", "must name at least one of attn, mlp",
+              key + ".policy");
+  for (size_t i = 0; i < p.targets.size(); ++i)
+    c.one_of(p.targets[i], {"attn", "mlp"}, fmt::format("{}.targets[{}]", key, i),
+             key + ".targets");
+}
+
 void check_strategy(const Checker& c, const StrategyConfig& s) {
-  // The mixed precisions are part of the design but not of this build yet: say that, rather
-  // than "unknown value", to someone who read the docs.
-  if (s.precision == "bf16-mixed" || s.precision == "fp16-mixed")
-    c.fail("strategy.precision",
-           fmt::format("'{}' is not available: only fp32 is available in this build", s.precision));
-  if (s.precision != "fp32")
-    c.fail("strategy.precision",
-           fmt::format("unknown value '{}' (only fp32 is available in this build){}", s.precision,
-                       did_you_mean(s.precision, {"fp32", "bf16-mixed", "fp16-mixed"})));
+  c.one_of(s.precision, {"fp32", "bf16-mixed", "fp16-mixed"}, "strategy.precision");
+  check_grad_scaler(c, s.grad_scaler);
   c.at_least<int64_t>(s.accumulation, 1, "strategy.accumulation");
+  check_checkpointing(c, s.checkpointing);
+}
+
+void check_memory(const Checker& c, const MemoryConfig& m) {
+  c.at_least<int64_t>(m.monitor_every, 0, "memory.monitor_every");
+  c.at_least<int64_t>(m.empty_cache_every, 0, "memory.empty_cache_every");
+  c.at_least<int64_t>(m.budget, 0, "memory.budget");
 }
 
 void check_distributed(const Checker& c, const DistributedConfig& d) {
@@ -192,6 +219,7 @@ void validate(const Config& config, const KeyMarks* marks) {
   check_train(c, config.train);
   check_generate(c, config.generate);
   check_strategy(c, config.strategy);
+  check_memory(c, config.memory);
   check_distributed(c, config.distributed);
 }
 

@@ -42,6 +42,7 @@ class Reader {
       fail(at(name, doc.Mark()),
            fmt::format("a config file is a map of sections, got {}", describe(doc)));
     Entry root = to_entry(doc, "", "", Loc{name}, name);
+    expand_shorthands(root);  // before merging, so a shorthand merges like the map it means
 
     const Entry* extends = root.find("extends");
     if (!extends) return root;

@@ -33,6 +33,10 @@ Config awkward_config() {
   c.schedule.gamma = 2.0 / 3.0;
   c.generate.temperature = 123456789.125;
   c.generate.prompt = "\n\"'\\";
+  c.strategy.grad_scaler.init_scale = 1.0 / 7.0;
+  c.strategy.grad_scaler.backoff_factor = 5e-324;
+  c.strategy.checkpointing.targets = {"mlp", "attn"};
+  c.memory.budget = 9223372036854775807;
   c.distributed.timeout_s = 1e-7;
   return c;
 }
@@ -56,6 +60,11 @@ TEST_CASE("config: to_yaml -> load reproduces the config exactly", "[config][uni
     CHECK(back.schedule.gamma == original.schedule.gamma);
     CHECK(back.generate.temperature == original.generate.temperature);
     CHECK(back.distributed.timeout_s == original.distributed.timeout_s);
+    CHECK(back.strategy.grad_scaler.init_scale == original.strategy.grad_scaler.init_scale);
+    CHECK(back.strategy.grad_scaler.backoff_factor ==
+          original.strategy.grad_scaler.backoff_factor);
+    CHECK(back.strategy.checkpointing.targets == original.strategy.checkpointing.targets);
+    CHECK(back.memory.budget == original.memory.budget);
     CHECK(back.run.name == original.run.name);
     CHECK(back.run.dir == original.run.dir);
     CHECK(back.run.seed == original.run.seed);
@@ -70,7 +79,8 @@ TEST_CASE("config: to_yaml -> load reproduces the config exactly", "[config][uni
 TEST_CASE("config: to_yaml lists every section and key", "[config][unit]") {
   const std::string text = frugal::to_yaml(Config{});
   for (const char* section : {"run:\n", "model:\n", "data:\n", "optim:\n", "schedule:\n",
-                              "train:\n", "generate:\n", "strategy:\n", "distributed:\n"})
+                              "train:\n", "generate:\n", "strategy:\n", "  grad_scaler:\n",
+                              "  checkpointing:\n", "memory:\n", "distributed:\n"})
     CHECK(text.find(section) != std::string::npos);
   CHECK(text.find("  lr: 0.0003\n") != std::string::npos);
   CHECK(text.find("  betas: [0.9, 0.999]\n") != std::string::npos);
@@ -101,6 +111,8 @@ TEST_CASE("config: fingerprint follows what changes the training numbers", "[con
   CHECK(changed([](Config& c) { c.optim.lr = 1e-3; }));
   CHECK(changed([](Config& c) { c.schedule.warmup_steps = 5; }));
   CHECK(changed([](Config& c) { c.strategy.accumulation = 2; }));
+  CHECK(changed([](Config& c) { c.strategy.precision = "fp16-mixed"; }));
+  CHECK(changed([](Config& c) { c.strategy.grad_scaler.init_scale = 2; }));
   // Things that don't.
   CHECK_FALSE(changed([](Config& c) { c.run.name = "other"; }));
   CHECK_FALSE(changed([](Config& c) { c.run.resume = "auto"; }));
@@ -112,4 +124,7 @@ TEST_CASE("config: fingerprint follows what changes the training numbers", "[con
   CHECK_FALSE(changed([](Config& c) { c.distributed.backend = "gloo"; }));
   CHECK_FALSE(changed([](Config& c) { c.model.size = "gpt-mini"; }));  // only its sizes count
   CHECK_FALSE(changed([](Config& c) { c.source = "elsewhere.yaml"; }));
+  // Memory-only: resuming may turn them on or off (test_config_nested.cpp has each key).
+  CHECK_FALSE(changed([](Config& c) { c.strategy.checkpointing.policy = "full"; }));
+  CHECK_FALSE(changed([](Config& c) { c.memory.budget = 1000; }));
 }

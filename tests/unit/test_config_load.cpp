@@ -96,8 +96,23 @@ generate:
   top_k: 40
   prompt: "Once upon a time\n"
 strategy:
-  precision: fp32
+  precision: bf16-mixed
+  grad_scaler:
+    enabled: false
+    init_scale: 128
+    growth_factor: 1.5
+    backoff_factor: 0.75
+    growth_interval: 50
   accumulation: 4
+  checkpointing:
+    policy: every_k
+    k: 3
+    targets: [mlp]
+memory:
+  monitor_every: 20
+  empty_cache_every: 200
+  budget: 512MiB
+  record_history: true
 distributed:
   backend: gloo
   timeout_s: 60.5
@@ -172,8 +187,21 @@ distributed:
   CHECK(c.generate.top_k == 40);
   CHECK(c.generate.prompt == "Once upon a time\n");
 
-  CHECK(c.strategy.precision == "fp32");
+  CHECK(c.strategy.precision == "bf16-mixed");
+  CHECK_FALSE(c.strategy.grad_scaler.enabled);
+  CHECK(c.strategy.grad_scaler.init_scale == 128.0);
+  CHECK(c.strategy.grad_scaler.growth_factor == 1.5);
+  CHECK(c.strategy.grad_scaler.backoff_factor == 0.75);
+  CHECK(c.strategy.grad_scaler.growth_interval == 50);
   CHECK(c.strategy.accumulation == 4);
+  CHECK(c.strategy.checkpointing.policy == "every_k");
+  CHECK(c.strategy.checkpointing.k == 3);
+  CHECK(c.strategy.checkpointing.targets == std::vector<std::string>{"mlp"});
+
+  CHECK(c.memory.monitor_every == 20);
+  CHECK(c.memory.empty_cache_every == 200);
+  CHECK(c.memory.budget == 536870912);
+  CHECK(c.memory.record_history);
 
   CHECK(c.distributed.backend == "gloo");
   CHECK(c.distributed.timeout_s == 60.5);

@@ -12,8 +12,9 @@
 
 namespace frugal {
 
-// Reads the YAML file at `path`; `overrides` are "section.key=value" strings (the CLI's --set),
-// the value parsed as YAML (so "optim.betas=[0.9,0.95]" works). The result is validated.
+// Reads the YAML file at `path`; `overrides` are "section.key=value" strings (the CLI's --set;
+// keys of sub-sections too: "strategy.grad_scaler.init_scale=1024"), the value parsed as YAML
+// (so "optim.betas=[0.9,0.95]" works). The result is validated.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
 
 // The same from YAML text; `source_name` names it in errors, and `extends:` paths are relative
@@ -33,8 +34,10 @@ void validate(const Config& config);
 std::string to_yaml(const Config& config);
 
 // 16 hex digits hashing what changes the numbers training computes (model, data, optim,
-// schedule, strategy; not run, train, generate, nor data.num_workers / data.pin_memory), so a
-// resume can tell it is being given a different configuration.
+// schedule, strategy; not run, train, generate, memory, distributed, nor data.num_workers /
+// data.pin_memory, nor strategy.checkpointing: recomputation saves memory without changing the
+// numbers, so a run may be resumed with it turned on or off), so a resume can tell it is being
+// given a different configuration.
 std::string config_fingerprint(const Config& config);
 
 // The names model.size accepts, in table order (for help texts and docs).
