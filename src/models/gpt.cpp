@@ -37,7 +37,7 @@ CausalSelfAttention::CausalSelfAttention(const GptOptions& o)
   resid_drop = register_module("resid_drop", torch::nn::Dropout(o.dropout));
 }
 
-at::Tensor CausalSelfAttention::forward(const at::Tensor& x) {
+at::Tensor CausalSelfAttention::forward_impl(const at::Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
   auto parts = qkv->forward(x).split(C, /*dim=*/2);  // 3 x (B, T, C)
   auto heads = [&](const at::Tensor& t) {            // (B, T, C) -> (B, nh, T, hs)
@@ -59,7 +59,7 @@ GptMlp::GptMlp(const GptOptions& o) {
   drop = register_module("drop", torch::nn::Dropout(o.dropout));
 }
 
-at::Tensor GptMlp::forward(const at::Tensor& x) {
+at::Tensor GptMlp::forward_impl(const at::Tensor& x) {
   // tanh-approximated GELU, as GPT-2 used.
   return drop->forward(proj->forward(at::gelu(fc->forward(x), "tanh")));
 }
@@ -74,7 +74,7 @@ GptBlock::GptBlock(const GptOptions& o) {
   mlp = register_module("mlp", std::make_shared<GptMlp>(o));
 }
 
-at::Tensor GptBlock::forward(const at::Tensor& x) {
+at::Tensor GptBlock::forward_impl(const at::Tensor& x) {
   at::Tensor h = x + attn->forward(ln1->forward(x));
   return h + mlp->forward(ln2->forward(h));
 }

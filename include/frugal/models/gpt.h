@@ -14,6 +14,7 @@
 
 #include "frugal/config/config.h"
 #include "frugal/models/model.h"
+#include "frugal/models/unit.h"
 
 namespace frugal {
 
@@ -29,39 +30,47 @@ struct GptOptions {
   static GptOptions from(const ModelConfig& cfg);
 };
 
-class CausalSelfAttention : public torch::nn::Module {
+// The block and its two halves are Units, so checkpointing can wrap whole blocks or only
+// their attention / MLP (policy selective); forward(x) (from Unit) runs forward_impl.
+class CausalSelfAttention : public Unit {
  public:
   explicit CausalSelfAttention(const GptOptions& o);
-  at::Tensor forward(const at::Tensor& x);  // (B, T, C) -> (B, T, C)
 
   torch::nn::Linear qkv{nullptr};   // C -> 3C
   torch::nn::Linear proj{nullptr};  // C -> C
   torch::nn::Dropout resid_drop{nullptr};
+
+ protected:
+  at::Tensor forward_impl(const at::Tensor& x) override;  // (B, T, C) -> (B, T, C)
 
  private:
   int64_t n_head_;
   double dropout_;
 };
 
-class GptMlp : public torch::nn::Module {
+class GptMlp : public Unit {
  public:
   explicit GptMlp(const GptOptions& o);
-  at::Tensor forward(const at::Tensor& x);  // (B, T, C) -> (B, T, C)
 
   torch::nn::Linear fc{nullptr};    // C -> 4C
   torch::nn::Linear proj{nullptr};  // 4C -> C
   torch::nn::Dropout drop{nullptr};
+
+ protected:
+  at::Tensor forward_impl(const at::Tensor& x) override;  // (B, T, C) -> (B, T, C)
 };
 
-class GptBlock : public torch::nn::Module {
+class GptBlock : public Unit {
  public:
   explicit GptBlock(const GptOptions& o);
-  at::Tensor forward(const at::Tensor& x);  // x + attn(ln1(x)); x + mlp(ln2(x))
 
   torch::nn::LayerNorm ln1{nullptr};
   std::shared_ptr<CausalSelfAttention> attn;
   torch::nn::LayerNorm ln2{nullptr};
   std::shared_ptr<GptMlp> mlp;
+
+ protected:
+  at::Tensor forward_impl(const at::Tensor& x) override;  // x + attn(ln1(x)); x + mlp(ln2(x))
 };
 
 class Gpt : public Model {

@@ -1,0 +1,42 @@
+// Activation checkpointing policies (strategy.checkpointing): which units of a model drop their
+// activations after forward and recompute them in backward (frugal::checkpoint).
+//
+//   none       nothing is checkpointed
+//   full       every block of the model's block lists
+//   every_k    blocks 0, k, 2k, ... of each list
+//   selective  inside every block, the child units named in `targets` (e.g. attn, mlp)
+//
+// Blocks are the elements of the named torch::nn::ModuleList children (Model::block_lists(),
+// e.g. {"blocks"}; dotted paths such as "encoder.layers" work too). What gets wrapped must be
+// a frugal::Unit. The wrapper sits at wrap_layer::kCheckpoint, inside sharding's gather.
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "frugal/config/config.h"
+
+namespace frugal {
+
+class Unit;
+
+// The name checkpointing's wrapper has on a Unit (Unit::has_wrapper).
+inline constexpr const char* kCheckpointWrapperName = "checkpoint";
+
+// Applies `cfg` to `model`, replacing any checkpointing applied before (so applying twice
+// wraps once, and policy none removes it). Everything is validated before anything is
+// wrapped: an unknown policy, k < 1, a missing block list or selective target, or a block /
+// target that is not a frugal::Unit is a frugal::Error and leaves the model as it was.
+// Returns the number of units wrapped (also logged).
+int64_t apply_checkpointing(torch::nn::Module& model, const CheckpointingConfig& cfg,
+                            const std::vector<std::string>& block_lists);
+
+// Checkpoints one unit, for use without the policies.
+void checkpoint_unit(Unit& unit);
+// Removes checkpointing from every Unit in `model`; returns how many were unwrapped.
+int64_t remove_checkpointing(torch::nn::Module& model);
+
+}  // namespace frugal

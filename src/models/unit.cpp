@@ -1,0 +1,48 @@
+#include "frugal/models/unit.h"
+
+#include <algorithm>
+
+namespace frugal {
+
+at::Tensor Unit::forward(const at::Tensor& x) { return run_from(0, x); }
+
+at::Tensor Unit::run_from(size_t i, const at::Tensor& x) {
+  if (i == wrappers_.size()) return forward_impl(x);
+  // The inner function may outlive this call: checkpointing keeps it for the recompute in
+  // backward, so it captures the position, not references to locals.
+  UnitFn inner = [this, i](const at::Tensor& y) { return run_from(i + 1, y); };
+  return wrappers_[i].wrap(x, inner);
+}
+
+void Unit::set_wrapper(const std::string& name, int layer, UnitWrapper wrapper) {
+  remove_wrapper(name);
+  // Outermost first: the new entry goes before the first one it runs outside of, i.e. before
+  // the first entry whose layer is not higher (equal layers: the newest is outermost).
+  auto pos = std::find_if(wrappers_.begin(), wrappers_.end(),
+                          [&](const Entry& e) { return e.layer <= layer; });
+  wrappers_.insert(pos, Entry{name, layer, std::move(wrapper)});
+}
+
+bool Unit::remove_wrapper(const std::string& name) {
+  auto it = std::find_if(wrappers_.begin(), wrappers_.end(),
+                         [&](const Entry& e) { return e.name == name; });
+  if (it == wrappers_.end()) return false;
+  wrappers_.erase(it);
+  return true;
+}
+
+bool Unit::has_wrapper(const std::string& name) const {
+  return std::any_of(wrappers_.begin(), wrappers_.end(),
+                     [&](const Entry& e) { return e.name == name; });
+}
+
+void Unit::clear_wrappers() { wrappers_.clear(); }
+
+std::vector<std::string> Unit::wrapper_names() const {
+  std::vector<std::string> names;
+  names.reserve(wrappers_.size());
+  for (const auto& e : wrappers_) names.push_back(e.name);
+  return names;
+}
+
+}  // namespace frugal

@@ -1,0 +1,148 @@
+#include "frugal/strategy/checkpointing.h"
+
+#include <torch/nn/modules/container/modulelist.h>
+
+#include <memory>
+#include <set>
+
+#include "frugal/models/unit.h"
+#include "frugal/strategy/checkpoint.h"
+#include "frugal/util/error.h"
+#include "frugal/util/log.h"
+
+namespace frugal {
+namespace {
+
+using ModulePtr = std::shared_ptr<torch::nn::Module>;
+
+Error fail(const std::string& message) { return Error("checkpointing: " + message); }
+
+// The module at a dotted path below `root` ("blocks", "encoder.layers"), or null.
+ModulePtr module_at(torch::nn::Module& root, const std::string& path) {
+  torch::nn::Module* current = &root;
+  ModulePtr found;
+  size_t start = 0;
+  while (start <= path.size()) {
+    const size_t dot = path.find('.', start);
+    const std::string name = path.substr(start, dot == std::string::npos ? dot : dot - start);
+    const auto children = current->named_children();
+    const ModulePtr* child = children.find(name);
+    if (child == nullptr) return nullptr;
+    found = *child;
+    current = found.get();
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return found;
+}
+
+std::string child_names(const torch::nn::Module& m) {
+  std::string names;
+  for (const auto& item : m.named_children()) names += (names.empty() ? "" : ", ") + item.key();
+  return names.empty() ? "none" : names;
+}
+
+Unit& as_unit(const ModulePtr& m, const std::string& path) {
+  auto* unit = dynamic_cast<Unit*>(m.get());
+  if (unit == nullptr) {
+    throw fail(path + " is a " + m->name() + ", not a frugal::Unit: derive it from frugal::Unit " +
+               "or call frugal::checkpoint in its forward");
+  }
+  return *unit;
+}
+
+void validate(const CheckpointingConfig& cfg, const std::vector<std::string>& block_lists) {
+  const std::set<std::string> policies = {"none", "full", "every_k", "selective"};
+  if (policies.count(cfg.policy) == 0) {
+    throw fail("unknown policy '" + cfg.policy + "' (none, full, every_k, selective)");
+  }
+  if (cfg.policy == "none") return;
+  if (cfg.policy == "every_k" && cfg.k < 1) {
+    throw fail("every_k needs k >= 1, got " + std::to_string(cfg.k));
+  }
+  if (cfg.policy == "selective" && cfg.targets.empty()) {
+    throw fail("selective needs targets (child units of each block, e.g. [attn, mlp])");
+  }
+  if (block_lists.empty()) {
+    throw fail("policy " + cfg.policy + " needs the model's block lists (Model::block_lists(), " +
+               "e.g. {\"blocks\"}), and none were given");
+  }
+}
+
+// The units `cfg` selects, by path; throws before anything is changed.
+std::vector<std::pair<std::string, Unit*>> select_units(
+    torch::nn::Module& model, const CheckpointingConfig& cfg,
+    const std::vector<std::string>& block_lists) {
+  std::vector<std::pair<std::string, Unit*>> units;
+  if (cfg.policy == "none") return units;
+  // A target named twice is wrapped once.
+  const std::set<std::string> targets(cfg.targets.begin(), cfg.targets.end());
+  for (const std::string& list_name : block_lists) {
+    const ModulePtr list_module = module_at(model, list_name);
+    if (!list_module) {
+      throw fail("the model has no module list '" + list_name +
+                 "' (its children: " + child_names(model) + ")");
+    }
+    auto list = std::dynamic_pointer_cast<torch::nn::ModuleListImpl>(list_module);
+    if (!list) {
+      throw fail("'" + list_name + "' is a " + list_module->name() +
+                 ", not a torch::nn::ModuleList of blocks");
+    }
+    for (size_t i = 0; i < list->size(); ++i) {
+      const ModulePtr block = list->ptr(i);
+      const std::string path = list_name + "." + std::to_string(i);
+      if (cfg.policy == "full" || (cfg.policy == "every_k" && i % cfg.k == 0)) {
+        units.emplace_back(path, &as_unit(block, path));
+      } else if (cfg.policy == "selective") {
+        for (const std::string& target : targets) {
+          const auto children = block->named_children();
+          const ModulePtr* child = children.find(target);
+          if (child == nullptr) {
+            throw fail("selective target '" + target + "' is not a child of " + path +
+                       " (its children: " + child_names(*block) + ")");
+          }
+          units.emplace_back(path + "." + target, &as_unit(*child, path + "." + target));
+        }
+      }
+    }
+  }
+  return units;
+}
+
+}  // namespace
+
+void checkpoint_unit(Unit& unit) {
+  unit.set_wrapper(kCheckpointWrapperName, wrap_layer::kCheckpoint,
+                   [](const at::Tensor& x, const UnitFn& inner) { return checkpoint(inner, x); });
+}
+
+int64_t remove_checkpointing(torch::nn::Module& model) {
+  // include_self would need `model` to be owned by a shared_ptr; the root is checked apart.
+  std::vector<torch::nn::Module*> all = {&model};
+  for (const ModulePtr& m : model.modules(/*include_self=*/false)) all.push_back(m.get());
+  int64_t removed = 0;
+  for (torch::nn::Module* m : all) {
+    auto* unit = dynamic_cast<Unit*>(m);
+    if (unit != nullptr && unit->remove_wrapper(kCheckpointWrapperName)) ++removed;
+  }
+  return removed;
+}
+
+int64_t apply_checkpointing(torch::nn::Module& model, const CheckpointingConfig& cfg,
+                            const std::vector<std::string>& block_lists) {
+  validate(cfg, block_lists);
+  const auto units = select_units(model, cfg, block_lists);
+  const int64_t removed = remove_checkpointing(model);
+  for (const auto& [path, unit] : units) checkpoint_unit(*unit);
+  const auto count = static_cast<int64_t>(units.size());
+  if (count > 0 || removed > 0) {
+    std::string message = "checkpointing: policy " + cfg.policy;
+    if (cfg.policy == "every_k") message += " (k=" + std::to_string(cfg.k) + ")";
+    message += " wraps " + std::to_string(count) + " units";
+    if (count > 0) message += ", first " + units.front().first + ", last " + units.back().first;
+    log::info(message);
+  }
+  return count;
+}
+
+}  // namespace frugal
