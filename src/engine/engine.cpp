@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cmath>
 
+#include "frugal/models/model.h"
 #include "frugal/optim/clip.h"
+#include "frugal/strategy/checkpointing.h"
 #include "frugal/optim/optimizer.h"
 #include "frugal/util/error.h"
 
@@ -42,6 +44,19 @@ void Engine::setup(std::shared_ptr<torch::nn::Module> model,
   schedule_ = std::move(schedule);
   params_ = model_->parameters();
   if (!params_.empty()) device_ = params_.front().device();
+
+  // Model transforms, in the order GUIDE.md §2 fixes: checkpointing first (innermost).
+  if (block_lists_.empty()) {
+    if (auto* m = dynamic_cast<Model*>(model_.get())) block_lists_ = m->block_lists();
+  }
+  const CheckpointingConfig& ckpt = options_.strategy.checkpointing;
+  if (ckpt.policy != "none") {
+    if (block_lists_.empty()) {
+      throw Error("strategy.checkpointing: the model names no blocks; call Engine::mark_blocks "
+                  "with the module lists that hold its frugal::Unit blocks");
+    }
+    apply_checkpointing(*model_, ckpt, block_lists_);
+  }
 }
 
 StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {

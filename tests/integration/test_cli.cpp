@@ -44,6 +44,31 @@ TEST_CASE("frugal train writes config, metrics, log and checkpoints", "[integrat
   CHECK(ckpts.back().filename() == "step_00000007");
 }
 
+TEST_CASE("strategies from YAML: fp16-mixed with checkpointing reports scale and memory",
+          "[integration][cli]") {
+  test::TempDir dir("frugal-cli-strat");
+  test::write_text(dir / "tiny.yaml", test::tiny_gpt_yaml((dir / "runs").string(), "s", 4) +
+                                          "strategy:\n  precision: fp16-mixed\n"
+                                          "  checkpointing: full\n  accumulation: 2\n");
+  auto r = test::frugal("train " + test::quote((dir / "tiny.yaml").string()));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("checkpointing: policy full wraps 2 units") != std::string::npos);
+  CHECK(r.out.find("memory summary (cpu)") != std::string::npos);
+  std::istringstream metrics(test::read_text(dir / "runs/s/metrics.jsonl"));
+  std::string line;
+  int records = 0;
+  while (std::getline(metrics, line)) {
+    json j = json::parse(line);
+    if (!j.contains("loss")) continue;
+    ++records;
+    CHECK(j["loss_scale"].get<double>() == 65536.0);
+    CHECK(j["mem_allocated_peak_bytes"].get<int64_t>() > 0);
+    CHECK(j["mem_allocated_peak_bytes"].get<int64_t>() >= j["mem_allocated_bytes"].get<int64_t>());
+  }
+  CHECK(records == 4);
+}
+
 TEST_CASE("frugal config show applies --set; validate says OK", "[integration][cli]") {
   const std::string cfg = test::quote((test::source_dir() / "configs/tiny-gpt.yaml").string());
   auto show = test::frugal("config show " + cfg + " --set optim.lr=0.125");

@@ -20,7 +20,8 @@ using namespace frugal;
 
 namespace {
 
-Config tiny_config(const std::filesystem::path& runs, const std::string& name, int64_t max_steps) {
+Config tiny_config(const std::filesystem::path& runs, const std::string& name, int64_t max_steps,
+                   const std::string& strategy = "{accumulation: 2}") {
   const std::string yaml = fmt::format(R"(
 run: {{name: {}, dir: '{}', seed: 7, resume: auto}}
 model: {{type: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 16, vocab_size: 64, dropout: 0.1}}
@@ -28,9 +29,9 @@ data: {{type: synthetic, micro_batch_size: 4, num_workers: 2, synthetic_samples:
 optim: {{type: adamw, lr: 0.003, weight_decay: 0.1, clip_grad_norm: 1.0}}
 schedule: {{type: cosine, warmup_steps: 3, decay_steps: 20, min_lr: 0.0003}}
 train: {{max_steps: {}, log_every: 1, checkpoint_every: 5, keep_last: 10, eval_batches: 2, progress: none}}
-strategy: {{accumulation: 2}}
+strategy: {}
 )",
-                                       name, runs.string(), max_steps);
+                                       name, runs.string(), max_steps, strategy);
   return load_config_string(yaml, "<resume test>");
 }
 
@@ -84,6 +85,29 @@ TEST_CASE("10 steps + resume + 10 steps equals 20 steps bit for bit", "[integrat
     CHECK(first_at != std::string::npos);
     CHECK(metrics.find(key, first_at + 1) == std::string::npos);
   }
+}
+
+TEST_CASE("resume is exact with fp16-mixed (scaler state) and checkpointing", "[integration][resume]") {
+  test::TempDir runs("frugal-resume16");
+  const std::string strategy =
+      "{precision: fp16-mixed, grad_scaler: {init_scale: 256, growth_interval: 3}, "
+      "checkpointing: {policy: every_k, k: 2}, accumulation: 2}";
+  TrainResult straight = Trainer(tiny_config(runs.path(), "straight", 12, strategy)).run();
+  Trainer(tiny_config(runs.path(), "split", 7, strategy)).run();
+  TrainResult second = Trainer(tiny_config(runs.path(), "split", 12, strategy)).run();
+  REQUIRE(second.resumed_from == 7);
+  Checkpoint a = load_checkpoint(straight.last_checkpoint);
+  Checkpoint b = load_checkpoint(second.last_checkpoint);
+  for (size_t i = 0; i < a.model.size(); ++i) CHECK(at::equal(a.model[i].second, b.model[i].second));
+  // The scaler grew from 256 (every 3 clean steps) and its state came back on resume.
+  auto scale_of = [](const Checkpoint& c) {
+    for (const auto& [name, t] : c.state) {
+      if (name == "grad_scaler.scale") return t.item<double>();
+    }
+    return -1.0;
+  };
+  CHECK(scale_of(a) == scale_of(b));
+  CHECK(scale_of(a) > 256.0);
 }
 
 TEST_CASE("keep_last prunes old checkpoints; resume at max_steps does nothing",

@@ -52,8 +52,15 @@ class Engine {
  public:
   explicit Engine(EngineOptions options);
 
+  // Names the module lists whose elements are the model's blocks (frugal::Unit), the units
+  // that checkpointing (and later sharding) wrap. frugal::Model subclasses say so themselves
+  // (Model::block_lists); call this before setup() for any other module.
+  void mark_blocks(std::vector<std::string> block_lists) { block_lists_ = std::move(block_lists); }
+
   // Takes the model and its optimizer (and optionally a schedule: without one the
-  // optimizer's own learning rate is used). Call once, before step().
+  // optimizer's own learning rate is used), and applies the model transforms in their fixed
+  // order: checkpointing wraps blocks (sharding will wrap units outside it). Call once,
+  // before step().
   void setup(std::shared_ptr<torch::nn::Module> model,
              std::shared_ptr<torch::optim::Optimizer> optimizer,
              std::shared_ptr<const LrSchedule> schedule = nullptr);
@@ -77,6 +84,7 @@ class Engine {
   std::shared_ptr<torch::optim::Optimizer> optimizer_;
   std::shared_ptr<const LrSchedule> schedule_;
   std::vector<at::Tensor> params_;
+  std::vector<std::string> block_lists_;
   int64_t steps_done_ = 0;
 };
 
