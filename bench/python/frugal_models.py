@@ -5,6 +5,7 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 
 class CausalSelfAttention(nn.Module):
@@ -35,6 +36,12 @@ class Mlp(nn.Module):
         return self.drop(self.proj(F.gelu(self.fc(x), approximate="tanh")))
 
 
+def _maybe_checkpoint(module, x, enabled):
+    if enabled and torch.is_grad_enabled():
+        return checkpoint(module, x, use_reentrant=False)
+    return module(x)
+
+
 class Block(nn.Module):
     def __init__(self, c):
         super().__init__()
@@ -42,10 +49,11 @@ class Block(nn.Module):
         self.attn = CausalSelfAttention(c)
         self.ln2 = nn.LayerNorm(c["n_embd"])
         self.mlp = Mlp(c)
+        self.checkpoint_targets = ()  # selective checkpointing: {"attn", "mlp"}
 
     def forward(self, x):
-        x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
+        x = x + _maybe_checkpoint(self.attn, self.ln1(x), "attn" in self.checkpoint_targets)
+        return x + _maybe_checkpoint(self.mlp, self.ln2(x), "mlp" in self.checkpoint_targets)
 
 
 class Gpt(nn.Module):
@@ -56,6 +64,7 @@ class Gpt(nn.Module):
         self.drop = nn.Dropout(c["dropout"])
         self.blocks = nn.ModuleList([Block(c) for _ in range(c["n_layer"])])
         self.ln_f = nn.LayerNorm(c["n_embd"])
+        self.checkpoint_blocks = set()  # indices of blocks checkpointed whole
         std = 0.02 / math.sqrt(2 * c["n_layer"])
         for name, p in self.named_parameters():
             if name.endswith(".proj.weight"):
@@ -66,8 +75,8 @@ class Gpt(nn.Module):
     def forward(self, idx):
         pos = torch.arange(idx.size(1), device=idx.device)
         x = self.drop(self.tok_emb(idx) + self.pos_emb(pos))
-        for block in self.blocks:
-            x = block(x)
+        for i, block in enumerate(self.blocks):
+            x = _maybe_checkpoint(block, x, i in self.checkpoint_blocks)
         return F.linear(self.ln_f(x), self.tok_emb.weight)
 
 
@@ -83,6 +92,14 @@ class MlpNet(nn.Module):
         for layer in self.layers:
             h = torch.relu(layer(h))
         return self.head(h)
+
+
+def apply_checkpointing(model, policy, k=2, targets=("attn",)):
+    """frugal's policies with torch.utils.checkpoint (non-reentrant)."""
+    n = len(model.blocks)
+    model.checkpoint_blocks = {"full": set(range(n)), "every_k": set(range(0, n, k))}.get(policy, set())
+    for block in model.blocks:
+        block.checkpoint_targets = tuple(targets) if policy == "selective" else ()
 
 
 def decay_groups(model, weight_decay):

@@ -213,16 +213,22 @@ TrainResult Trainer::run() {
                                    st.step, st.loss));
       throw Error(fmt::format("training diverged at step {} (loss {})", st.step, st.loss));
     }
-    if (st.step % std::max<int64_t>(1, cfg.train.log_every) == 0 || st.step == max_steps) {
-      json record = {{"step", st.step},
-                     {"loss", st.loss},
-                     {"lr", st.lr},
-                     {"grad_norm", st.grad_norm},
-                     {"step_time_s", st.seconds},
-                     {"tokens_per_s", tok_s},
-                     {"samples_per_s", st.seconds > 0 ? st.samples / st.seconds : 0.0},
-                     {"loss_scale", st.loss_scale},
-                     {"skipped", st.skipped}};
+    const bool log_step =
+        st.step % std::max<int64_t>(1, cfg.train.log_every) == 0 || st.step == max_steps;
+    const bool monitor_step =
+        cfg.memory.monitor_every > 0 && st.step % cfg.memory.monitor_every == 0;
+    if (log_step || monitor_step) {
+      json record = {{"step", st.step}};
+      if (log_step) {
+        record.update({{"loss", st.loss},
+                       {"lr", st.lr},
+                       {"grad_norm", st.grad_norm},
+                       {"step_time_s", st.seconds},
+                       {"tokens_per_s", tok_s},
+                       {"samples_per_s", st.seconds > 0 ? st.samples / st.seconds : 0.0},
+                       {"loss_scale", st.loss_scale},
+                       {"skipped", st.skipped}});
+      }
       // Peaks cover the steps since the previous record.
       const memory::MemorySnapshot mem = memory::snapshot(device);
       record["mem_allocated_bytes"] = mem.allocated;
