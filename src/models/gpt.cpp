@@ -28,6 +28,18 @@ GptOptions GptOptions::from(const ModelConfig& c) {
   return o;
 }
 
+GptOptions GptOptions::sized(int64_t vocab_size, int64_t block_size, int64_t n_layer,
+                             int64_t n_head, int64_t n_embd, double dropout) {
+  GptOptions o;
+  o.vocab_size = vocab_size;
+  o.block_size = block_size;
+  o.n_layer = n_layer;
+  o.n_head = n_head;
+  o.n_embd = n_embd;
+  o.dropout = dropout;
+  return o;
+}
+
 CausalSelfAttention::CausalSelfAttention(const GptOptions& o)
     : n_head_(o.n_head), dropout_(o.dropout) {
   qkv = register_module("qkv",

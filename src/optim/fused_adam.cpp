@@ -41,41 +41,42 @@ void fused_step(torch::optim::Optimizer& opt, Kernel kernel) {
     at::Tensor step_values =
         at::tensor(steps, at::kLong).to(at::TensorOptions().dtype(at::kFloat).device(params[0].device()));
     const auto beta = o.betas();
-    kernel(params, grads, exp_avgs, exp_avg_sqs, step_values.unbind(), o.lr(), std::get<0>(beta),
+    const std::vector<at::Tensor> no_max_exp_avg_sqs;  // amsgrad is off
+    kernel(params, grads, exp_avgs, exp_avg_sqs, no_max_exp_avg_sqs, step_values.unbind(), o.lr(),
+           std::get<0>(beta),
            std::get<1>(beta), o.weight_decay(), o.eps());
   }
+}
+
+// The closure protocol of torch::optim (re-evaluate the loss with grad on), then the update.
+template <class ParamState, class Options, class Kernel>
+at::Tensor closure_then_step(torch::optim::Optimizer& opt,
+                             const torch::optim::Optimizer::LossClosure& closure, Kernel kernel) {
+  at::Tensor loss;
+  if (closure) {
+    at::AutoGradMode grad(true);
+    loss = closure();
+  }
+  fused_step<ParamState, Options>(opt, kernel);
+  return loss;
 }
 
 }  // namespace
 
 at::Tensor FusedAdamW::step(LossClosure closure) {
-  at::Tensor loss;
-  if (closure) {
-    at::AutoGradMode grad(true);
-    loss = closure();
-  }
-  fused_step<torch::optim::AdamWParamState, torch::optim::AdamWOptions>(
-      *this, [](auto& p, auto& g, auto& m, auto& v, const std::vector<at::Tensor>& steps,
-                double lr, double b1, double b2, double wd, double eps) {
-        at::_fused_adamw_(p, g, m, v, /*max_exp_avg_sqs=*/{}, steps, lr, b1, b2, wd, eps,
-                          /*amsgrad=*/false, /*maximize=*/false);
+  return closure_then_step<torch::optim::AdamWParamState, torch::optim::AdamWOptions>(
+      *this, closure, [](auto&&... args) {
+        at::_fused_adamw_(std::forward<decltype(args)>(args)..., /*amsgrad=*/false,
+                          /*maximize=*/false);
       });
-  return loss;
 }
 
 at::Tensor FusedAdam::step(LossClosure closure) {
-  at::Tensor loss;
-  if (closure) {
-    at::AutoGradMode grad(true);
-    loss = closure();
-  }
-  fused_step<torch::optim::AdamParamState, torch::optim::AdamOptions>(
-      *this, [](auto& p, auto& g, auto& m, auto& v, const std::vector<at::Tensor>& steps,
-                double lr, double b1, double b2, double wd, double eps) {
-        at::_fused_adam_(p, g, m, v, /*max_exp_avg_sqs=*/{}, steps, lr, b1, b2, wd, eps,
-                         /*amsgrad=*/false, /*maximize=*/false);
+  return closure_then_step<torch::optim::AdamParamState, torch::optim::AdamOptions>(
+      *this, closure, [](auto&&... args) {
+        at::_fused_adam_(std::forward<decltype(args)>(args)..., /*amsgrad=*/false,
+                         /*maximize=*/false);
       });
-  return loss;
 }
 
 }  // namespace frugal

@@ -37,8 +37,10 @@ void Progress::update(const ProgressFields& f) {
   const double eta = done > 0 ? elapsed / static_cast<double>(done) *
                                     static_cast<double>(max_steps_ - f.step)
                               : 0.0;
-  const std::string rate = f.tokens_per_s >= 1e4 ? fmt::format("{:.1f}k", f.tokens_per_s / 1e3)
-                                                 : fmt::format("{:.0f}", f.tokens_per_s);
+  smoothed_rate_ = smoothed_rate_ == 0.0 ? f.tokens_per_s
+                                         : 0.9 * smoothed_rate_ + 0.1 * f.tokens_per_s;
+  const std::string rate = smoothed_rate_ >= 1e4 ? fmt::format("{:.1f}k", smoothed_rate_ / 1e3)
+                                                 : fmt::format("{:.0f}", smoothed_rate_);
   if (bar_) {
     constexpr int kWidth = 24;
     const double frac = max_steps_ > 0 ? static_cast<double>(f.step) / max_steps_ : 1.0;

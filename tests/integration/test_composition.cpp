@@ -25,15 +25,8 @@ struct Run {
 
 Run train(const std::string& precision, const std::string& policy, int64_t accumulation,
           double dropout) {
-  GptOptions o;
-  o.vocab_size = 48;
-  o.block_size = 16;
-  o.n_layer = 4;
-  o.n_head = 2;
-  o.n_embd = 32;
-  o.dropout = dropout;
   at::manual_seed(11);
-  auto model = std::make_shared<Gpt>(o);
+  auto model = std::make_shared<Gpt>(GptOptions::sized(48, 16, 4, 2, 32, dropout));
   StrategyConfig sc;
   sc.precision = precision;
   sc.accumulation = accumulation;

@@ -13,15 +13,7 @@ using namespace frugal;
 
 namespace {
 
-GptOptions tiny() {
-  GptOptions o;
-  o.vocab_size = 32;
-  o.block_size = 16;
-  o.n_layer = 2;
-  o.n_head = 2;
-  o.n_embd = 32;
-  return o;
-}
+GptOptions tiny() { return GptOptions::sized(32, 16, 2, 2, 32); }
 
 // A learnable batch: next token = (token + 1) mod vocab.
 Batch counting_batch(int64_t B, int64_t T, int64_t V) {

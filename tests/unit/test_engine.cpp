@@ -43,13 +43,7 @@ TEST_CASE("split_batch splits along dim 0 and refuses too many parts", "[unit][e
 TEST_CASE("accumulation over k micro-batches gives the gradients of one batch",
           "[unit][engine]") {
   at::manual_seed(3);
-  GptOptions o;
-  o.vocab_size = 40;
-  o.block_size = 12;
-  o.n_layer = 2;
-  o.n_head = 2;
-  o.n_embd = 16;
-  Gpt gpt(o);
+  Gpt gpt(GptOptions::sized(40, 12, 2, 2, 16));
   Batch batch = token_batch(8, 12, 40);
   auto g1 = grads_after(gpt, batch, 1);
   for (int64_t k : {2, 4, 8}) {

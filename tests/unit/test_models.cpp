@@ -14,15 +14,7 @@ using namespace frugal;
 
 namespace {
 
-GptOptions small_gpt() {
-  GptOptions o;
-  o.vocab_size = 50;
-  o.block_size = 16;
-  o.n_layer = 2;
-  o.n_head = 2;
-  o.n_embd = 8;
-  return o;
-}
+GptOptions small_gpt() { return GptOptions::sized(50, 16, 2, 2, 8); }
 
 }  // namespace
 

@@ -28,6 +28,9 @@ struct GptOptions {
   bool bias = true;
 
   static GptOptions from(const ModelConfig& cfg);
+  // For models built in code: the sizes in one call.
+  static GptOptions sized(int64_t vocab_size, int64_t block_size, int64_t n_layer, int64_t n_head,
+                          int64_t n_embd, double dropout = 0.0);
 };
 
 // The block and its two halves are Units, so checkpointing can wrap whole blocks or only

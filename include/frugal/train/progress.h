@@ -34,6 +34,7 @@ class Progress {
   int64_t first_step_;
   int64_t max_steps_;
   int64_t log_every_;
+  double smoothed_rate_ = 0.0;  // tokens/s, exponentially averaged so the bar does not flicker
   std::chrono::steady_clock::time_point start_;
 };
 
