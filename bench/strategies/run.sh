@@ -4,13 +4,7 @@
 # (torch.autocast, GradScaler, torch.utils.checkpoint non-reentrant), weights exported from
 # frugal, same batch shape and thread count. Prints a markdown table.
 #   bash bench/strategies/run.sh [THREADS]
-set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$root"
-bash tools/bootstrap.sh >/dev/null
-threads=${1:-$(nproc)}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/../setup.sh"
 py=.venv/bin/python
 cfg=bench/strategies/gpt12.yaml
 # fp16 on a CPU without half-precision matrix units runs ~30x slower than fp32 (a
