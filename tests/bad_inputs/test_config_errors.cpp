@@ -10,14 +10,7 @@ using frugal::load_config_string;
 using frugal_test::ConfigDir;
 using frugal_test::error_of;
 
-namespace {
-
-// The error for YAML text loaded under the name "c.yaml".
-std::string error_for(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
-  return error_of([&] { load_config_string(yaml, "c.yaml", overrides); });
-}
-
-}  // namespace
+using frugal_test::error_for;
 
 TEST_CASE("config errors: malformed YAML", "[config][bad_input]") {
   CHECK(error_for("optim:\n  lr: [1, 2\ntrain: {}\n") ==

@@ -8,13 +8,11 @@
 using frugal::load_config;
 using frugal::load_config_string;
 using frugal_test::ConfigDir;
+using frugal_test::error_for;
 using frugal_test::error_of;
 
 namespace {
 
-std::string error_for(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
-  return error_of([&] { load_config_string(yaml, "c.yaml", overrides); });
-}
 
 // What memory.budget accepts, as its errors say it.
 const std::string kBudgetForms =

@@ -2,6 +2,8 @@
 // frugal::Error an expression throws.
 #pragma once
 
+#include "frugal/config/load.h"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -68,6 +70,12 @@ std::string error_of(F&& f) {
     return std::string("<not a frugal::Error: ") + e.what() + ">";
   }
   return "<no error>";
+}
+
+// The error for YAML text loaded under the name "c.yaml".
+inline std::string error_for(const std::string& yaml,
+                             const std::vector<std::string>& overrides = {}) {
+  return error_of([&] { frugal::load_config_string(yaml, "c.yaml", overrides); });
 }
 
 }  // namespace frugal_test
