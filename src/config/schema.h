@@ -28,6 +28,7 @@ void for_each_field(C& c, Visit&& visit) {
   visit("run", "resume", c.run.resume);
   visit("run", "overwrite", c.run.overwrite);
   visit("run", "threads", c.run.threads);
+  visit("run", "device", c.run.device);
 
   visit("model", "type", c.model.type);
   visit("model", "size", c.model.size);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <regex>
 
 #include "frugal/config/load.h"
 #include "frugal/util/error.h"
@@ -77,6 +78,8 @@ void check_run(const Checker& c, const RunConfig& run) {
   c.require(!run.dir.empty(), "run.dir", "must not be empty");
   c.require(!run.resume.empty(), "run.resume", "must be never, auto or a checkpoint path");
   c.at_least<int64_t>(run.threads, 0, "run.threads");
+  c.require(std::regex_match(run.device, std::regex("auto|cpu|cuda(:[0-9]+)?")), "run.device",
+            fmt::format("unknown device '{}' (expected auto, cpu, cuda or cuda:N)", run.device));
 }
 
 void check_model(const Checker& c, const ModelConfig& m, const DataConfig& data) {

@@ -63,7 +63,15 @@ void load_optimizer_state(torch::optim::Optimizer& optimizer, const std::string&
   try {
     torch::serialize::InputArchive archive;
     std::istringstream in(bytes);
-    archive.load_from(in);
+    // State tensors go where the parameters are (a CPU-saved state resumes on CUDA).
+    c10::optional<c10::Device> device;
+    for (const auto& group : optimizer.param_groups()) {
+      if (!group.params().empty()) {
+        device = group.params().front().device();
+        break;
+      }
+    }
+    archive.load_from(in, device);
     optimizer.load(archive);
   } catch (const c10::Error& e) {
     throw Error(fmt::format("{}: cannot restore the optimizer state ({})", what,

@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <torch/nn/functional/activation.h>
-#include <torch/nn/functional/linear.h>
+#include <ATen/ops/linear.h>
 #include <torch/nn/init.h>
 #include <torch/utils.h>
 
@@ -51,7 +51,7 @@ CausalSelfAttention::CausalSelfAttention(const GptOptions& o)
 
 at::Tensor CausalSelfAttention::forward_impl(const at::Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
-  auto parts = qkv->forward(x).split(C, /*dim=*/2);  // 3 x (B, T, C)
+  auto parts = linear(qkv, x).split(C, /*dim=*/2);  // 3 x (B, T, C)
   auto heads = [&](const at::Tensor& t) {            // (B, T, C) -> (B, nh, T, hs)
     return t.view({B, T, n_head_, C / n_head_}).transpose(1, 2);
   };
@@ -60,7 +60,7 @@ at::Tensor CausalSelfAttention::forward_impl(const at::Tensor& x) {
                                                   is_training() ? dropout_ : 0.0,
                                                   /*is_causal=*/true);  // (B, nh, T, hs)
   y = y.transpose(1, 2).contiguous().view({B, T, C});
-  return resid_drop->forward(proj->forward(y));
+  return resid_drop->forward(linear(proj, y));
 }
 
 GptMlp::GptMlp(const GptOptions& o) {
@@ -73,7 +73,7 @@ GptMlp::GptMlp(const GptOptions& o) {
 
 at::Tensor GptMlp::forward_impl(const at::Tensor& x) {
   // tanh-approximated GELU, as GPT-2 used.
-  return drop->forward(proj->forward(at::gelu(fc->forward(x), "tanh")));
+  return drop->forward(linear(proj, at::gelu(linear(fc, x), "tanh")));
 }
 
 GptBlock::GptBlock(const GptOptions& o) {
@@ -133,7 +133,7 @@ at::Tensor Gpt::forward(const at::Tensor& idx) {
   for (const auto& block : *blocks) x = block->as<GptBlock>()->forward(x);
   x = ln_f->forward(x);
   // Output projection tied to the token embedding: no separate lm_head parameter.
-  return torch::nn::functional::linear(x, tok_emb->weight);  // (B, T, vocab)
+  return at::linear(x, tok_emb->weight);  // (B, T, vocab)
 }
 
 at::Tensor Gpt::generate(at::Tensor idx, int64_t new_tokens, double temperature, int64_t top_k,

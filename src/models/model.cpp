@@ -1,6 +1,9 @@
 #include "frugal/models/model.h"
 
+#include <ATen/ops/linear.h>
 #include <torch/nn/functional/loss.h>
+
+#include <optional>
 
 namespace frugal {
 
@@ -9,6 +12,11 @@ at::Tensor cross_entropy_sum(const at::Tensor& output, const at::Tensor& targets
   return torch::nn::functional::cross_entropy(
       output.reshape({-1, classes}), targets.reshape({-1}),
       torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+}
+
+at::Tensor linear(const torch::nn::Linear& layer, const at::Tensor& x) {
+  return at::linear(x, layer->weight, layer->bias.defined() ? std::optional<at::Tensor>(layer->bias)
+                                                            : std::nullopt);
 }
 
 at::Tensor Model::loss_sum(const at::Tensor& output, const at::Tensor& targets) const {

@@ -11,6 +11,7 @@
 #include "frugal/config/load.h"
 #include "frugal/data/dataset.h"
 #include "frugal/data/loader.h"
+#include "frugal/engine/device.h"
 #include "frugal/engine/state.h"
 #include "frugal/io/atomic_file.h"
 #include "frugal/io/checkpoint.h"
@@ -32,6 +33,7 @@ namespace frugal {
 
 struct Trainer::Impl {
   Config cfg;
+  c10::Device device{c10::kCPU};
   RunDirPlan plan;
   std::shared_ptr<Model> model;
   std::unique_ptr<Engine> engine;
@@ -62,7 +64,7 @@ struct Trainer::Impl {
     double sum = 0.0;
     int64_t count = 0;
     for (int64_t i = 0; i < batches; ++i) {
-      Batch b = val_loader.next();
+      Batch b = val_loader.next().to(device, /*non_blocking=*/true);
       sum += model->loss_sum(model->forward(b.x), b.y).item<double>();
       count += b.num_targets();
     }
@@ -127,12 +129,18 @@ struct Trainer::Impl {
     std::string prompt = cfg.generate.prompt.empty() ? std::string("\n") : cfg.generate.prompt;
     std::vector<int64_t> ids(prompt.begin(), prompt.end());
     for (auto& id : ids) id = static_cast<unsigned char>(id);
-    at::Tensor idx = at::tensor(ids, at::kLong).unsqueeze(0);  // (1, T0)
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(cfg.run.seed);
+    at::Tensor idx = at::tensor(ids, at::kLong).unsqueeze(0).to(device);  // (1, T0)
+    // Sampling draws on the model's device: a seeded CPU generator, or CUDA's default one.
+    at::Generator gen = device.is_cpu() ? at::make_generator<at::CPUGeneratorImpl>(cfg.run.seed)
+                                        : at::globalContext().defaultGenerator(device);
+    if (!device.is_cpu()) {
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_current_seed(cfg.run.seed);
+    }
     at::Tensor out = gpt->generate(idx, cfg.generate.tokens, cfg.generate.temperature,
                                    cfg.generate.top_k, gen);
     std::string text;
-    at::Tensor row = out[0].contiguous();
+    at::Tensor row = out[0].cpu().contiguous();
     auto acc = row.accessor<int64_t, 1>();
     for (int64_t i = static_cast<int64_t>(ids.size()); i < acc.size(0); ++i) {
       text.push_back(static_cast<char>(acc[i]));
@@ -161,14 +169,17 @@ TrainResult Trainer::run() {
 
   // Model, optimizer, schedule, engine. Seeding first makes initialisation reproducible.
   at::manual_seed(cfg.run.seed);
+  s.device = resolve_device(cfg.run.device);
   s.model = make_model(cfg.model);
+  s.model->to(s.device);
   auto optimizer = make_optimizer(cfg.optim, *s.model);
   auto schedule = std::make_shared<LrSchedule>(cfg.schedule, cfg.optim.lr, cfg.train.max_steps);
   s.engine = std::make_unique<Engine>(EngineOptions{cfg.strategy, cfg.optim.clip_grad_norm});
   s.engine->setup(s.model, optimizer, schedule);
   int64_t n_params = 0;
   for (const auto& p : s.model->parameters()) n_params += p.numel();
-  log::info(fmt::format("model {}: {:.3f}M parameters", cfg.model.type, n_params / 1e6));
+  log::info(fmt::format("model {}: {:.3f}M parameters on {}", cfg.model.type, n_params / 1e6,
+                        s.device.str()));
 
   // Data.
   auto train_data = make_dataset(cfg.data, cfg.model, Split::train, cfg.run.seed);
@@ -203,7 +214,7 @@ TrainResult Trainer::run() {
   Progress progress(cfg.train.progress, s.engine->steps_done(), max_steps, cfg.train.log_every);
   s.model->train();
   while (s.engine->steps_done() < max_steps) {
-    Batch batch = s.loader->next();
+    Batch batch = s.loader->next().to(device, /*non_blocking=*/true);
     StepStats st = s.engine->step(batch, s.loss_fn());
     result.last_loss = st.loss;
     const double tok_s = st.seconds > 0 ? st.targets / st.seconds : 0.0;

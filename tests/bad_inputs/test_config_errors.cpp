@@ -164,6 +164,9 @@ TEST_CASE("config errors: names outside their closed sets", "[config][bad_input]
   CHECK(error_for("model:\n  size: gpt2-125m\n") ==
         "c.yaml:2:3: model.size: unknown preset 'gpt2-125m' (did you mean 'gpt2-124m'?) (known: "
         "gpt-tiny, gpt-mini, gpt-small, gpt2-124m, gpt2-350m)");
+  CHECK(error_for("run: {device: gpu}\n") ==
+        "c.yaml:1:7: run.device: unknown device 'gpu' (expected auto, cpu, cuda or cuda:N)");
+  CHECK_NOTHROW(load_config_string("run: {device: 'cuda:1'}\n", "c.yaml"));
   // model.type is open: user-registered models have their own names.
   CHECK_NOTHROW(load_config_string("model: {type: my-resnet}\n", "c.yaml"));
 }

@@ -7,6 +7,7 @@
 #include "frugal/models/convnet.h"
 #include "frugal/models/gpt.h"
 #include "frugal/models/mlp.h"
+#include "frugal/models/model.h"
 #include "frugal/models/registry.h"
 #include "frugal/util/error.h"
 
@@ -94,6 +95,20 @@ TEST_CASE("MLP and ConvNet shapes and names", "[unit][models]") {
   CHECK(cnn.forward(at::randn({2, 1, 28, 28})).sizes() == at::IntArrayRef({2, 10}));
   CHECK(cnn.named_parameters().contains("convs.1.weight"));
   CHECK_THROWS_AS(ConvNet(1, 2, {4, 8, 8}, 10), Error);
+}
+
+TEST_CASE("frugal::linear equals the layer's forward as one fused op", "[unit][models]") {
+  torch::nn::Linear with_bias(torch::nn::LinearOptions(6, 5));
+  torch::nn::Linear no_bias(torch::nn::LinearOptions(6, 5).bias(false));
+  const at::Tensor x = at::randn({2, 3, 6});
+  for (auto* layer : {&with_bias, &no_bias}) {
+    at::Tensor fused = linear(*layer, x);
+    CHECK(at::allclose(fused, (*layer)->forward(x), 1e-6, 1e-6));
+    // torch::nn::Linear::forward ends a 3-D input with an in-place `+= bias` (AddBackward0);
+    // at::linear folds the bias into addmm. The GPT's step time depends on it.
+    REQUIRE(fused.grad_fn());
+    CHECK(fused.grad_fn()->name() != "AddBackward0");
+  }
 }
 
 namespace {

@@ -19,6 +19,7 @@ struct RunConfig {
   std::string resume = "never";  // never | auto | PATH (a checkpoint directory)
   bool overwrite = false;        // replace an existing run directory (never implied)
   int64_t threads = 0;           // intra-op threads; 0 = torch's default
+  std::string device = "auto";   // auto | cpu | cuda | cuda:N (auto: CUDA when present)
 };
 
 struct ModelConfig {

@@ -1,0 +1,214 @@
+// The CUDA path of the memory strategies: fp16-mixed with the GradScaler, bf16-mixed, CUDA
+// memory statistics and a whole `frugal train` run on the GPU. Tagged [cuda]; on a machine
+// without CUDA each case says so and passes, and tools/gpu/check.sh runs them on the GPU
+// machine. (Checkpointing's CUDA case lives with the other checkpointing tests.)
+#include <ATen/ATen.h>
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+
+#include "frugal/config/load.h"
+#include "frugal/engine/device.h"
+#include "frugal/engine/engine.h"
+#include "frugal/io/checkpoint.h"
+#include "frugal/memory/stats.h"
+#include "frugal/models/gpt.h"
+#include "frugal/optim/optimizer.h"
+#include "frugal/strategy/grad_scaler.h"
+#include "frugal/train/trainer.h"
+#include "support/helpers.h"
+
+using namespace frugal;
+
+TEST_CASE("run.device resolves against what the process sees", "[integration][cuda]") {
+  CHECK(resolve_device("cpu") == c10::Device(c10::kCPU));
+  if (!at::hasCUDA()) {
+    CHECK(resolve_device("auto") == c10::Device(c10::kCPU));
+    CHECK_THROWS_WITH(resolve_device("cuda"),
+                      "run.device: 'cuda' asked for, but this process sees no CUDA device (use "
+                      "auto or cpu)");
+    return;
+  }
+  CHECK(resolve_device("auto") == c10::Device(c10::kCUDA, 0));
+  CHECK(resolve_device("cuda") == c10::Device(c10::kCUDA, 0));
+  CHECK_THROWS_WITH(resolve_device("cuda:999"), Catch::Contains("CUDA device(s)"));
+}
+
+namespace {
+
+bool no_cuda() {
+  if (at::hasCUDA()) return false;
+  SUCCEED("no CUDA device: nothing to check here (tools/gpu/check.sh runs this on a GPU)");
+  return true;
+}
+
+const c10::Device kCuda(c10::kCUDA, 0);
+
+// A learnable batch: next token = (token + 1) mod vocab.
+Batch counting_batch(int64_t B, int64_t T, int64_t V) {
+  at::Tensor start = at::randint(0, V, {B, 1}, at::kLong);
+  at::Tensor seq = (start + at::arange(T + 1, at::kLong)).remainder(V);  // (B, T+1)
+  return Batch{seq.slice(1, 0, T), seq.slice(1, 1, T + 1)};
+}
+
+struct Trajectory {
+  std::vector<double> losses, scales;
+  std::vector<bool> skipped;
+};
+
+// A tiny GPT on CUDA; at step `poison_step` the loss is multiplied by inf, so every gradient
+// overflows (fp16's scaler must skip that step and back off).
+Trajectory train_on_cuda(const std::string& precision, int steps, int poison_step = -1) {
+  at::manual_seed(5);
+  auto model = std::make_shared<Gpt>(GptOptions::sized(32, 16, 2, 2, 32));
+  model->to(kCuda);
+  OptimConfig oc;
+  oc.lr = 3e-3;
+  StrategyConfig sc;
+  sc.precision = precision;
+  sc.accumulation = 2;
+  sc.grad_scaler.growth_interval = 5;
+  Engine engine(EngineOptions{sc, 1.0});
+  engine.setup(model, make_optimizer(oc, *model));
+  at::manual_seed(6);
+  Trajectory t;
+  for (int i = 0; i < steps; ++i) {
+    const double factor = i == poison_step ? INFINITY : 1.0;
+    StepStats st = engine.step(counting_batch(8, 16, 32).to(kCuda), [&](const Batch& mb) {
+      return model->loss_sum(model->forward(mb.x), mb.y) * factor;
+    });
+    t.losses.push_back(st.loss);
+    t.scales.push_back(st.loss_scale);
+    t.skipped.push_back(st.skipped);
+  }
+  return t;
+}
+
+double tail_mean(const std::vector<double>& v) {
+  double s = 0;
+  for (size_t i = v.size() - 10; i < v.size(); ++i) s += v[i];
+  return s / 10;
+}
+
+}  // namespace
+
+TEST_CASE("on CUDA, bf16-mixed and fp16-mixed end within tolerance of fp32", "[integration][cuda]") {
+  if (no_cuda()) return;
+  const auto fp32 = train_on_cuda("fp32", 40);
+  const auto bf16 = train_on_cuda("bf16-mixed", 40);
+  const auto fp16 = train_on_cuda("fp16-mixed", 40);
+  CHECK(fp32.losses.back() < 0.5 * fp32.losses.front());
+  // The same tolerances as on CPU (tests/integration/test_precision.cpp).
+  CHECK(std::abs(tail_mean(bf16.losses) - tail_mean(fp32.losses)) < 0.10 * tail_mean(fp32.losses));
+  CHECK(std::abs(tail_mean(fp16.losses) - tail_mean(fp32.losses)) < 0.05 * tail_mean(fp32.losses));
+  for (bool s : fp16.skipped) CHECK_FALSE(s);
+}
+
+TEST_CASE("on CUDA, fp16-mixed skips an overflowing step, backs off and grows again",
+          "[integration][cuda]") {
+  if (no_cuda()) return;
+  const auto t = train_on_cuda("fp16-mixed", 12, /*poison_step=*/3);
+  // growth_interval 5: steps 0-2 are clean (no growth yet), 3 overflows -> skipped, 65536 / 2;
+  // then 5 clean steps (4..8) grow it back to 65536 at step 8.
+  for (int i = 0; i < 12; ++i) CHECK(t.skipped[i] == (i == 3));
+  CHECK(t.scales[2] == 65536.0);
+  CHECK(t.scales[3] == 32768.0);
+  CHECK(t.scales[7] == 32768.0);
+  CHECK(t.scales[8] == 65536.0);
+}
+
+TEST_CASE("on CUDA, the GradScaler follows the same trajectory as on CPU", "[integration][cuda]") {
+  if (no_cuda()) return;
+  GradScalerOptions o;
+  o.growth_interval = 3;
+  GradScaler cpu(o), gpu(o);
+  at::manual_seed(3);
+  for (int step = 0; step < 20; ++step) {
+    at::Tensor g = at::randn({64});
+    if (step % 7 == 4) g[5] = (step % 2) ? INFINITY : NAN;  // planted overflow
+    at::Tensor pc = at::zeros({64}).requires_grad_(true);
+    at::Tensor pg = at::zeros({64}, at::TensorOptions(kCuda)).requires_grad_(true);
+    pc.mutable_grad() = g * cpu.get_scale();
+    pg.mutable_grad() = g.to(kCuda) * gpu.get_scale();
+    const bool inf_c = cpu.unscale({pc});
+    const bool inf_g = gpu.unscale({pg});
+    REQUIRE(inf_c == inf_g);
+    if (!inf_c) CHECK(at::allclose(pc.grad(), pg.grad().cpu(), 0, 0));
+    cpu.update();
+    gpu.update();
+    REQUIRE(cpu.get_scale() == gpu.get_scale());
+    REQUIRE(cpu.growth_tracker() == gpu.growth_tracker());
+  }
+}
+
+TEST_CASE("CUDA memory statistics count allocations, peaks and the cache", "[integration][cuda]") {
+  if (no_cuda()) return;
+  memory::empty_cache(kCuda);
+  memory::reset_peaks(kCuda);
+  const memory::MemorySnapshot before = memory::snapshot(kCuda);
+  const int64_t bytes = 64 << 20;
+  {
+    at::Tensor t = at::empty({bytes}, at::TensorOptions(kCuda).dtype(at::kByte));
+    const memory::MemorySnapshot during = memory::snapshot(kCuda);
+    CHECK(during.allocated - before.allocated == bytes);
+    CHECK(during.active - before.active == bytes);
+    CHECK(during.reserved >= during.allocated);
+    CHECK(during.allocated_peak >= during.allocated);
+  }
+  const memory::MemorySnapshot after = memory::snapshot(kCuda);
+  CHECK(after.allocated == before.allocated);
+  CHECK(after.allocated_peak - before.allocated >= bytes);  // the peak remembers
+  CHECK(after.reserved - before.reserved >= bytes);         // the block stays cached...
+  memory::empty_cache(kCuda);
+  CHECK(memory::snapshot(kCuda).reserved < after.reserved);  // ...until empty_cache
+  memory::reset_peaks(kCuda);
+  CHECK(memory::snapshot(kCuda).allocated_peak == memory::snapshot(kCuda).allocated);
+  CHECK(after.device == "cuda:0");
+  CHECK(after.tracked);
+}
+
+TEST_CASE("frugal train on CUDA: bf16 + checkpointing, CUDA memory in metrics, exact resume",
+          "[integration][cuda]") {
+  if (no_cuda()) return;
+  test::TempDir dir;
+  auto config = [&](const std::string& name, int64_t steps) {
+    Config cfg = load_config_string(R"(
+run: {dir: ., device: cuda, seed: 3}
+model: {type: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32, vocab_size: 64, dropout: 0.1}
+data: {type: synthetic, micro_batch_size: 8, synthetic_samples: 256, num_workers: 0}
+strategy: {precision: bf16-mixed, checkpointing: {policy: full}}
+train: {log_every: 1, eval_batches: 0, progress: none, checkpoint_every: 3}
+generate: {tokens: 0}
+)",
+                                    "cuda.yaml");
+    cfg.run.dir = dir.path().string();
+    cfg.run.name = name;
+    cfg.train.max_steps = steps;
+    return cfg;
+  };
+  TrainResult full = Trainer(config("full", 6)).run();
+  std::ifstream metrics(full.run_dir / "metrics.jsonl");
+  std::string line;
+  int records = 0;
+  while (std::getline(metrics, line)) {
+    auto j = nlohmann::json::parse(line);
+    if (!j.contains("loss")) continue;
+    ++records;
+    CHECK(j.at("mem_allocated_bytes").get<int64_t>() > 0);
+    CHECK(j.at("mem_reserved_peak_bytes").get<int64_t>() >= j.at("mem_allocated_peak_bytes").get<int64_t>());
+    CHECK(j.contains("mem_active_peak_bytes"));
+  }
+  CHECK(records == 6);
+  // Resume from the step-3 checkpoint onto CUDA (optimizer state is mapped to the device).
+  Config again = config("full", 6);
+  again.run.name = "resumed";
+  const auto saved = list_checkpoints(full.run_dir / "checkpoints");  // steps 3 and 6
+  REQUIRE(saved.size() == 2);
+  again.run.resume = saved.front().string();
+  TrainResult resumed = Trainer(again).run();
+  CHECK(resumed.resumed_from == 3);
+  // Not bit for bit: cuBLAS and SDPA may pick different kernels run to run on the GPU.
+  CHECK(std::abs(resumed.last_loss - full.last_loss) < 1e-3 * std::abs(full.last_loss));
+}
