@@ -1,0 +1,68 @@
+"""Python PyTorch side of the GPU benchmark: the same GPT (bench/python/frugal_models.py, same
+parameter names), loaded from frugal's exported .pt, trained with torch.autocast(bf16), fused
+AdamW, clipping to 1.0, and optionally torch.utils.checkpoint on every block. Also measures the
+GPU's bf16 matmul rate, the denominator of MFU. Needs only torch (the GPU machine has no PyYAML).
+
+Usage: python_gpt2.py MODEL_JSON WEIGHTS.pt POLICY STEPS BATCH
+Prints JSON: median_step_s, tokens_per_s, peak_bytes, matmul_tflops, n_params.
+"""
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+from frugal_models import Gpt, apply_checkpointing, decay_groups  # noqa: E402
+
+
+def matmul_tflops(n=8192, reps=30):
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    for _ in range(5):
+        a @ b
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    torch.cuda.synchronize()
+    return 2 * n**3 * reps / (time.perf_counter() - start) / 1e12
+
+
+def main(model_json, weights, policy, steps, batch):
+    c = json.loads(model_json)
+    torch.manual_seed(0)
+    model = Gpt(c)
+    model.load_state_dict(torch.load(weights, map_location="cpu"))
+    model.cuda()
+    apply_checkpointing(model, policy)
+    opt = torch.optim.AdamW(decay_groups(model, 0.1), lr=6e-4, fused=True)
+    T, V = c["block_size"], c["vocab_size"]
+    times = []
+    torch.cuda.reset_peak_memory_stats()
+    for _ in range(steps):
+        seq = torch.randint(0, V, (batch, T + 1), device="cuda")
+        x, y = seq[:, :T], seq[:, 1:]
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(x).reshape(-1, V), y.reshape(-1))
+        loss.backward()
+        loss.item()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    med = statistics.median(times[5:])
+    print(json.dumps({"median_step_s": med, "tokens_per_s": batch * T / med,
+                      "peak_bytes": torch.cuda.max_memory_allocated(),
+                      "matmul_tflops": matmul_tflops(),
+                      "n_params": sum(p.numel() for p in model.parameters())}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))

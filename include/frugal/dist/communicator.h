@@ -1,0 +1,99 @@
+// A process group of c10d, PyTorch's own distributed engine (ProcessGroupGloo on CPUs,
+// ProcessGroupNCCL on GPUs, rendezvous through a c10d::TCPStore), behind a small interface
+// that keeps c10d's headers (and Gloo's / NCCL's) out of everything else.
+//
+// Every collective counts what it moves, so that benchmarks can compare traffic with theory:
+// `payload` is the tensor bytes handed to the collective; `sent` is what each rank sends
+// over the wire under the bandwidth-optimal (ring) algorithm: all_reduce 2(N-1)/N x bytes,
+// all_gather and reduce_scatter (N-1)/N x the full buffer, broadcast the bytes once.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "frugal/config/config.h"
+#include "frugal/dist/env.h"
+
+namespace frugal::dist {
+
+// An asynchronous collective; wait() blocks until it has finished (and rethrows its failure,
+// a timeout included, as a frugal::Error).
+class Work {
+ public:
+  Work() = default;
+  explicit Work(std::function<void()> wait) : wait_(std::move(wait)) {}
+  void wait();
+  bool pending() const { return static_cast<bool>(wait_); }
+
+ private:
+  std::function<void()> wait_;
+};
+
+struct Traffic {
+  int64_t calls = 0;
+  int64_t payload_bytes = 0;
+  int64_t sent_bytes = 0;
+};
+
+enum class Reduce { kSum, kMax };
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  const RankInfo& info() const { return info_; }
+  int rank() const { return info_.rank; }
+  int size() const { return info_.world_size; }
+  bool is_main() const { return info_.rank == 0; }
+  // The device this rank computes on (cuda:LOCAL_RANK with NCCL, the CPU with Gloo).
+  const c10::Device& device() const { return device_; }
+  virtual std::string backend() const = 0;
+
+  // In place; every rank ends with the reduction of all ranks' tensors.
+  Work all_reduce(at::Tensor& tensor, Reduce op = Reduce::kSum, bool async = false);
+  // In place; every rank ends with `root`'s tensor.
+  void broadcast(at::Tensor& tensor, int root = 0);
+  // output (N * in.numel(), contiguous) = concatenation of every rank's `input`.
+  Work all_gather(at::Tensor& output, const at::Tensor& input, bool async = false);
+  // output (in.numel() / N) = this rank's slice of the sum of every rank's `input`.
+  Work reduce_scatter(at::Tensor& output, const at::Tensor& input, bool async = false);
+  void barrier();
+
+  // Traffic by collective name ("all_reduce", ...), since construction or the last reset.
+  std::map<std::string, Traffic> traffic() const { return traffic_; }
+  void reset_traffic() { traffic_.clear(); }
+
+ protected:
+  Communicator(RankInfo info, c10::Device device) : info_(std::move(info)), device_(device) {}
+  virtual Work do_all_reduce(at::Tensor& tensor, Reduce op) = 0;
+  virtual Work do_broadcast(at::Tensor& tensor, int root) = 0;
+  virtual Work do_all_gather(at::Tensor& output, const at::Tensor& input) = 0;
+  virtual Work do_reduce_scatter(at::Tensor& output, const at::Tensor& input) = 0;
+  virtual Work do_barrier() = 0;
+
+ private:
+  void count(const std::string& op, int64_t payload, double sent_factor);
+
+  RankInfo info_;
+  c10::Device device_;
+  std::map<std::string, Traffic> traffic_;
+};
+
+// Joins the job described by the environment (env.h): a TCPStore rendezvous at
+// MASTER_ADDR:MASTER_PORT, then a Gloo or NCCL process group (`backend: auto` = NCCL when CUDA
+// is available, else Gloo). A collective that does not finish within `timeout_s` fails with
+// a frugal::Error instead of hanging. A single process (world size 1) gets a group of one.
+std::shared_ptr<Communicator> init_from_env(const DistributedConfig& cfg,
+                                            const RankInfo& info);
+std::shared_ptr<Communicator> init_from_env(const DistributedConfig& cfg);
+
+// The backend `auto` resolves to here: "nccl" when CUDA is available, else "gloo".
+std::string resolve_backend(const std::string& backend);
+
+}  // namespace frugal::dist
