@@ -15,7 +15,7 @@ say() { printf '[bootstrap] %s\n' "$*"; }
 # --- Debian packages -------------------------------------------------------------------------
 debs=(
   g++ cmake ninja-build ccache pkg-config python3-venv
-  libyaml-cpp-dev libspdlog-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev
+  libyaml-cpp-dev libspdlog-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev libgloo-dev
   libopenmpi-dev openmpi-bin
   fortunes fortunes-min
 )

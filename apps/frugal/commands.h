@@ -13,6 +13,7 @@ void add_train(CLI::App& app, Action& run);
 void add_config(CLI::App& app, Action& run);
 void add_export(CLI::App& app, Action& run);
 void add_prepare_text(CLI::App& app, Action& run);
+void add_launch(CLI::App& app, Action& run);
 
 // The configuration a command works on: the file given, or the built-in default when
 // path is empty; overrides are `--set a.b=value` strings.

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   frugal::cli::add_config(app, run);
   frugal::cli::add_export(app, run);
   frugal::cli::add_prepare_text(app, run);
+  frugal::cli::add_launch(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

@@ -18,6 +18,7 @@ void add_train(CLI::App& app, Action& run) {
     run = [src] {
       Trainer trainer(load(*src));
       TrainResult r = trainer.run();
+      if (!r.is_main) return 0;  // rank 0 reports for the job
       std::cout << fmt::format("run directory: {}\n", r.run_dir.string());
       std::cout << fmt::format("steps: {}{}\n", r.steps,
                                r.resumed_from >= 0 ? fmt::format(" (resumed at {})", r.resumed_from)

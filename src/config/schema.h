@@ -100,6 +100,8 @@ void for_each_field(C& c, Visit&& visit) {
   visit("strategy.checkpointing", "policy", c.strategy.checkpointing.policy);
   visit("strategy.checkpointing", "k", c.strategy.checkpointing.k);
   visit("strategy.checkpointing", "targets", c.strategy.checkpointing.targets);
+  visit("strategy.sharding", "mode", c.strategy.sharding.mode);
+  visit("strategy.sharding", "bucket_mb", c.strategy.sharding.bucket_mb);
 
   visit("memory", "monitor_every", c.memory.monitor_every);
   visit("memory", "empty_cache_every", c.memory.empty_cache_every);
@@ -115,6 +117,7 @@ void for_each_field(C& c, Visit&& visit) {
 inline const std::map<std::string, std::string, std::less<>>& schema_shorthands() {
   static const std::map<std::string, std::string, std::less<>> shorthands = {
       {"strategy.checkpointing", "policy"},
+      {"strategy.sharding", "mode"},
   };
   return shorthands;
 }

@@ -197,6 +197,9 @@ void check_strategy(const Checker& c, const StrategyConfig& s) {
   check_grad_scaler(c, s.grad_scaler);
   c.at_least<int64_t>(s.accumulation, 1, "strategy.accumulation");
   check_checkpointing(c, s.checkpointing);
+  // sharding.mode is open (user code registers its own); the engine checks the name.
+  c.require(!s.sharding.mode.empty(), "strategy.sharding.mode", "must not be empty");
+  c.positive(s.sharding.bucket_mb, "strategy.sharding.bucket_mb");
 }
 
 void check_memory(const Checker& c, const MemoryConfig& m) {

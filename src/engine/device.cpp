@@ -9,11 +9,12 @@
 
 namespace frugal {
 
-c10::Device resolve_device(const std::string& spec) {
+c10::Device resolve_device(const std::string& spec, int local_rank) {
   const bool cuda = at::globalContext().hasCUDA();
-  if (spec == "auto") return cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  const auto local = static_cast<c10::DeviceIndex>(local_rank);
+  if (spec == "auto" && !cuda) return c10::Device(c10::kCPU);
   if (spec == "cpu") return c10::Device(c10::kCPU);
-  if (spec.rfind("cuda", 0) != 0) {
+  if (spec != "auto" && spec.rfind("cuda", 0) != 0) {
     throw Error(fmt::format("run.device: unknown device '{}' (expected auto, cpu, cuda or cuda:N)",
                             spec));
   }
@@ -21,8 +22,8 @@ c10::Device resolve_device(const std::string& spec) {
     throw Error(fmt::format("run.device: '{}' asked for, but this process sees no CUDA device "
                             "(use auto or cpu)", spec));
   }
-  c10::Device device(spec);
-  if (!device.has_index()) device.set_index(0);
+  c10::Device device(spec == "auto" ? "cuda" : spec);
+  if (!device.has_index()) device.set_index(local);
   const auto count = c10::impl::getDeviceGuardImpl(c10::kCUDA)->deviceCount();
   if (device.index() >= count) {
     throw Error(fmt::format("run.device: '{}' asked for, but this process sees {} CUDA device(s)",

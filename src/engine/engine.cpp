@@ -10,6 +10,7 @@
 #include "frugal/optim/clip.h"
 #include "frugal/strategy/checkpointing.h"
 #include "frugal/optim/optimizer.h"
+#include "frugal/engine/sharding_registry.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
@@ -28,8 +29,9 @@ std::vector<Batch> split_batch(const Batch& batch, int64_t k) {
   return out;
 }
 
-Engine::Engine(EngineOptions options)
+Engine::Engine(EngineOptions options, std::shared_ptr<dist::Communicator> comm)
     : options_(std::move(options)),
+      comm_(std::move(comm)),
       precision_(options_.strategy.precision, options_.strategy.grad_scaler) {
   if (options_.strategy.accumulation < 1) {
     throw Error("strategy.accumulation: must be >= 1");
@@ -57,6 +59,9 @@ void Engine::setup(std::shared_ptr<torch::nn::Module> model,
     }
     apply_checkpointing(*model_, ckpt, block_lists_);
   }
+  // Then sharding, outside checkpointing.
+  if (!sharding_) sharding_ = make_sharding(options_.strategy.sharding, comm_);
+  sharding_->setup(*model_);
 }
 
 StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
@@ -65,12 +70,17 @@ StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
   StepStats stats;
   stats.samples = batch.size();
   stats.targets = batch.num_targets();
-  const double step_targets = static_cast<double>(stats.targets);
+  // Exact integers in a double up to 2^53: the divisor is the whole job's target count.
+  const double step_targets = sharding_->sum_across_ranks(static_cast<double>(stats.targets));
 
   // 1. Forward (under the precision's autocast) and backward over the micro-batches;
   //    gradients accumulate in .grad.
   double loss_sum = 0.0;
-  for (const Batch& micro : split_batch(batch, options_.strategy.accumulation)) {
+  const std::vector<Batch> micro_batches = split_batch(batch, options_.strategy.accumulation);
+  const auto k = static_cast<int64_t>(micro_batches.size());
+  for (int64_t i = 0; i < k; ++i) {
+    const Batch& micro = micro_batches[i];
+    sharding_->begin_micro_step(i, k);
     at::Tensor loss;
     {
       auto autocast = precision_.autocast(device_.type());
@@ -79,11 +89,12 @@ StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
     precision_.scale_loss(loss).backward();
     loss_sum += loss.detach().item<double>();
   }
-  stats.loss = loss_sum;
+  sharding_->finish_gradients();
+  stats.loss = sharding_->sum_across_ranks(loss_sum);
 
   // 2. Unscale once (fp16), then the global gradient norm and clipping.
   const bool found_inf = precision_.unscale(params_);
-  stats.grad_norm = std::sqrt(grad_norm_squared(params_).item<double>());
+  stats.grad_norm = std::sqrt(sharding_->grad_norm_squared(params_).item<double>());
   const bool finite = !found_inf && std::isfinite(stats.grad_norm);
   if (finite && options_.clip_grad_norm > 0.0) {
     clip_grads(params_, stats.grad_norm, options_.clip_grad_norm);
@@ -99,7 +110,7 @@ StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
     stats.skipped = true;
   }
   precision_.update();
-  optimizer_->zero_grad(/*set_to_none=*/true);
+  sharding_->zero_grad(*optimizer_);
   ++steps_done_;
 
   stats.step = steps_done_;

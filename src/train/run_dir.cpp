@@ -19,7 +19,7 @@ bool non_empty_dir(const fs::path& p) {
 
 }  // namespace
 
-RunDirPlan prepare_run_dir(const Config& cfg) {
+RunDirPlan prepare_run_dir(const Config& cfg, bool create) {
   RunDirPlan plan;
   plan.dir = fs::path(cfg.run.dir) / cfg.run.name;
   const std::string& resume = cfg.run.resume;
@@ -35,7 +35,7 @@ RunDirPlan prepare_run_dir(const Config& cfg) {
   }
 
   if (plan.resume_from) {
-    fs::create_directories(plan.dir);
+    if (create) fs::create_directories(plan.dir);
     return plan;
   }
   if (non_empty_dir(plan.dir)) {
@@ -48,10 +48,11 @@ RunDirPlan prepare_run_dir(const Config& cfg) {
           has_checkpoint ? " (set run.resume=auto to continue it from its newest checkpoint)"
                          : " and holds no checkpoint to resume from"));
     }
+    if (!create) return plan;
     log::warn(fmt::format("run.overwrite: replacing '{}'", plan.dir.string()));
     io::remove_tree(plan.dir);
   }
-  fs::create_directories(plan.dir);
+  if (create) fs::create_directories(plan.dir);
   return plan;
 }
 

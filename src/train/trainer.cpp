@@ -11,6 +11,8 @@
 #include "frugal/config/load.h"
 #include "frugal/data/dataset.h"
 #include "frugal/data/loader.h"
+#include "frugal/dist/communicator.h"
+#include "frugal/dist/env.h"
 #include "frugal/engine/device.h"
 #include "frugal/engine/state.h"
 #include "frugal/io/atomic_file.h"
@@ -33,6 +35,8 @@ namespace frugal {
 
 struct Trainer::Impl {
   Config cfg;
+  std::shared_ptr<dist::Communicator> comm;  // null in a single process
+  bool main = true;                          // rank 0: logs, writes shared files
   c10::Device device{c10::kCPU};
   RunDirPlan plan;
   std::shared_ptr<Model> model;
@@ -72,7 +76,14 @@ struct Trainer::Impl {
     return count > 0 ? sum / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN();
   }
 
+  // Data parallel ranks hold the same state: rank 0 writes it, the others wait for it.
   void save(int64_t step) {
+    if (main) write_checkpoint(step);
+    last_checkpoint_step = step;
+    if (comm) comm->barrier();
+  }
+
+  void write_checkpoint(int64_t step) {
     Checkpoint ckpt;
     ckpt.step = step;
     ckpt.model = module_state(*model);
@@ -86,7 +97,6 @@ struct Trainer::Impl {
                           {"config", to_yaml(cfg)}}
                          .dump(2);
     last_checkpoint = save_checkpoint(plan.dir / "checkpoints", ckpt, cfg.train.keep_last);
-    last_checkpoint_step = step;
   }
 
   int64_t resume(const fs::path& from) {
@@ -160,8 +170,27 @@ TrainResult Trainer::run() {
   memory::install_cpu_tracking();
   memory::set_cpu_budget(cfg.memory.budget);
 
-  s.plan = prepare_run_dir(cfg);
-  log::add_file((s.plan.dir / "train.log").string());
+  // The job: one process, or one rank of many started by a launcher (docs/distributed.md).
+  const dist::RankInfo rank_info = dist::rank_info_from_env();
+  if (rank_info.distributed() || cfg.strategy.sharding.mode != "none") {
+    s.comm = dist::init_from_env(cfg.distributed, rank_info);
+    s.main = s.comm->is_main();
+  }
+  if (std::getenv("FRUGAL_LAUNCHER_TAGS_RANKS") == nullptr) {
+    log::set_rank(rank_info.rank, rank_info.world_size);
+  }
+  struct RestoreLogLevel {
+    bool active;
+    ~RestoreLogLevel() {
+      if (active) log::set_level(log::Level::info);
+    }
+  } restore_log_level{!s.main};
+  if (!s.main) log::set_level(log::Level::warn);  // rank 0 tells the story; others warn and fail
+
+  // Every rank decides (and fails) alike; rank 0 alone creates, and the others wait for it.
+  s.plan = prepare_run_dir(cfg, /*create=*/s.main);
+  if (s.comm) s.comm->barrier();
+  if (s.main) log::add_file((s.plan.dir / "train.log").string());
   struct CloseLogFiles {
     ~CloseLogFiles() { log::close_files(); }
   } close_log_files;
@@ -169,12 +198,13 @@ TrainResult Trainer::run() {
 
   // Model, optimizer, schedule, engine. Seeding first makes initialisation reproducible.
   at::manual_seed(cfg.run.seed);
-  s.device = resolve_device(cfg.run.device);
+  s.device = resolve_device(cfg.run.device, rank_info.local_rank);
   s.model = make_model(cfg.model);
   s.model->to(s.device);
   auto optimizer = make_optimizer(cfg.optim, *s.model);
   auto schedule = std::make_shared<LrSchedule>(cfg.schedule, cfg.optim.lr, cfg.train.max_steps);
-  s.engine = std::make_unique<Engine>(EngineOptions{cfg.strategy, cfg.optim.clip_grad_norm});
+  s.engine =
+      std::make_unique<Engine>(EngineOptions{cfg.strategy, cfg.optim.clip_grad_norm}, s.comm);
   s.engine->setup(s.model, optimizer, schedule);
   int64_t n_params = 0;
   for (const auto& p : s.model->parameters()) n_params += p.numel();
@@ -190,6 +220,10 @@ TrainResult Trainer::run() {
   lopts.seed = cfg.run.seed;
   lopts.num_workers = cfg.data.num_workers;
   lopts.pin_memory = cfg.data.pin_memory;
+  // Each rank reads its own slice of every global batch (micro_batch_size x accumulation x
+  // world_size samples).
+  lopts.rank = s.comm ? s.comm->rank() : 0;
+  lopts.world_size = s.comm ? s.comm->size() : 1;
   s.loader = std::make_unique<DataLoader>(train_data, lopts);
   if (s.loader->batches_per_epoch() < 1) {
     throw Error(fmt::format("data: the training split has {} samples, fewer than one batch of {}",
@@ -198,20 +232,25 @@ TrainResult Trainer::run() {
 
   TrainResult result;
   result.run_dir = s.plan.dir;
+  result.is_main = s.main;
   if (s.plan.resume_from) {
     result.resumed_from = s.resume(*s.plan.resume_from);
     log::info(fmt::format("resumed from {} (step {})", s.plan.resume_from->string(),
                           result.resumed_from));
   }
   // Only now, with any resume verified, does anything in the run directory change.
-  io::write_file_atomic(s.plan.dir / "config.resolved.yaml", to_yaml(cfg));
-  MetricsLog metrics(s.plan.dir / "metrics.jsonl", result.resumed_from);
+  std::optional<MetricsLog> metrics;
+  if (s.main) {
+    io::write_file_atomic(s.plan.dir / "config.resolved.yaml", to_yaml(cfg));
+    metrics.emplace(s.plan.dir / "metrics.jsonl", result.resumed_from);
+  }
 
   const int64_t max_steps = cfg.train.max_steps;
   const c10::Device device = s.engine->device();
   int64_t run_peak = 0;
   memory::reset_peaks(device);
-  Progress progress(cfg.train.progress, s.engine->steps_done(), max_steps, cfg.train.log_every);
+  Progress progress(s.main ? cfg.train.progress : "none", s.engine->steps_done(), max_steps,
+                    cfg.train.log_every);
   s.model->train();
   while (s.engine->steps_done() < max_steps) {
     Batch batch = s.loader->next().to(device, /*non_blocking=*/true);
@@ -253,7 +292,7 @@ TrainResult Trainer::run() {
       record["host_rss_bytes"] = mem.host_rss;
       record["host_rss_peak_bytes"] = mem.host_rss_peak;
       run_peak = std::max(run_peak, mem.allocated_peak);
-      metrics.write(record.dump());
+      if (metrics) metrics->write(record.dump());
       memory::reset_peaks(device);
     }
     if (cfg.memory.empty_cache_every > 0 && st.step % cfg.memory.empty_cache_every == 0) {
@@ -261,12 +300,12 @@ TrainResult Trainer::run() {
     }
     if (cfg.train.eval_every > 0 && st.step % cfg.train.eval_every == 0) {
       result.val_loss = s.evaluate();
-      metrics.write(json{{"step", st.step}, {"val_loss", result.val_loss}}.dump());
+      if (metrics) metrics->write(json{{"step", st.step}, {"val_loss", result.val_loss}}.dump());
       progress.message(fmt::format("step {}: val loss {:.4f}", st.step, result.val_loss));
     }
     if (cfg.train.checkpoint_every > 0 && st.step % cfg.train.checkpoint_every == 0) {
       s.save(st.step);
-      progress.message(fmt::format("checkpoint: {}", s.last_checkpoint.string()));
+      if (s.main) progress.message(fmt::format("checkpoint: {}", s.last_checkpoint.string()));
     }
   }
   progress.finish();
@@ -287,7 +326,7 @@ TrainResult Trainer::run() {
   if (!std::isnan(result.val_loss)) {
     log::info(fmt::format("final val loss {:.4f}", result.val_loss));
   }
-  result.sample = s.sample_text();
+  if (s.main) result.sample = s.sample_text();
   return result;
 }
 

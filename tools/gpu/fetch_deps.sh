@@ -2,7 +2,8 @@
 # Run HERE (the development machine, which has Debian's registry) before a GPU session: puts
 # what the GPU machine's build needs and cannot download (it has no package registry) into
 # third_party_gpu/ (git-ignored, ~2 MiB; pass it to the device tool as `carry`):
-#   debs/  the header-only libraries (CLI11, nlohmann-json, Catch2, spdlog + fmt) and
+#   debs/  the header-only libraries (CLI11, nlohmann-json, Catch2, spdlog + fmt, Gloo's
+#          headers for c10d's ProcessGroupGloo) and
 #          yaml-cpp, as Debian .deb files, unpacked there with `dpkg -x` into a prefix
 #   src/   yaml-cpp's Debian source, built there if that machine's glibc refuses the .deb
 # Idempotent: a second run only checks.
@@ -10,7 +11,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 dest="$root/third_party_gpu"
 debs=(libcli11-dev nlohmann-json3-dev catch2 libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
-      libyaml-cpp-dev libyaml-cpp0.7)
+      libyaml-cpp-dev libyaml-cpp0.7 libgloo-dev)
 mkdir -p "$dest/debs" "$dest/src"
 cd "$dest/debs"
 for p in "${debs[@]}"; do

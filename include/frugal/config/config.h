@@ -117,11 +117,18 @@ struct CheckpointingConfig {
   std::vector<std::string> targets = {"attn"};  // selective: sub-blocks by name (attn, mlp)
 };
 
+// How the training state is spread over the ranks of a multi-process job.
+struct ShardingConfig {
+  std::string mode = "none";  // none | ddp | a user-registered name (frugal::register_sharding)
+  double bucket_mb = 25.0;    // ddp: gradient bucket size
+};
+
 struct StrategyConfig {
   std::string precision = "fp32";  // fp32 | bf16-mixed | fp16-mixed
   GradScalerConfig grad_scaler;
   int64_t accumulation = 1;  // micro-batches per optimizer step
   CheckpointingConfig checkpointing;
+  ShardingConfig sharding;
 };
 
 struct MemoryConfig {

@@ -31,7 +31,7 @@ class DataParallel final : public Sharding {
   void setup(torch::nn::Module& model) override;
   void begin_micro_step(int64_t index, int64_t count) override;
   void finish_gradients() override;
-  int64_t global_targets(int64_t local_targets) override;
+  double sum_across_ranks(double v) override;
   void zero_grad(torch::optim::Optimizer& optimizer) override;
   bool is_main() const override { return comm_->is_main(); }
 
@@ -44,7 +44,7 @@ class DataParallel final : public Sharding {
   struct State;
   std::shared_ptr<Communicator> comm_;
   double bucket_mb_;
-  std::unique_ptr<State> state_;
+  std::shared_ptr<State> state_;  // shared: the autograd hooks hold it weakly
 };
 
 }  // namespace frugal::dist

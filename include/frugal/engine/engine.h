@@ -3,15 +3,18 @@
 // loss *sum* is divided by the target count of the whole step, so the gradients equal those
 // of one large batch whatever the accumulation.
 //
+//   step_targets = sharding.sum_across_ranks(targets of this rank's batch)
 //   for each micro-batch i of k:
+//     sharding.begin_micro_step(i, k)                                 (DDP: sync on the last)
 //     { autocast scope: loss = loss_sum_fn(micro) / step_targets }   precision
 //     precision.scale_loss(loss).backward()                            (fp16: GradScaler)
+//   sharding.finish_gradients()                                        wait for reductions
 //   found_inf = precision.unscale(grads)                               once, before clipping
-//   norm = global grad norm; clip if configured
+//   norm = global grad norm (sharding-aware); clip if configured
 //   lr = schedule(step); optimizer.step() unless found_inf / non-finite
-//   precision.update(); zero_grad
+//   precision.update(); sharding.zero_grad()
 //
-// Sharding and offload plug into the same points as they land.
+// Offload plugs into the same points as it lands.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -23,8 +26,10 @@
 
 #include "frugal/config/config.h"
 #include "frugal/data/batch.h"
+#include "frugal/dist/communicator.h"
 #include "frugal/optim/schedule.h"
 #include "frugal/strategy/precision.h"
+#include "frugal/strategy/sharding.h"
 
 namespace frugal {
 
@@ -50,7 +55,13 @@ struct EngineOptions {
 
 class Engine {
  public:
-  explicit Engine(EngineOptions options);
+  // `comm`: the job's process group (frugal::dist::init_from_env), needed by sharding modes
+  // other than none; null for a single process.
+  explicit Engine(EngineOptions options, std::shared_ptr<dist::Communicator> comm = nullptr);
+
+  // Hands in a sharding strategy built in code, instead of strategy.sharding.mode's; call
+  // before setup().
+  void set_sharding(std::shared_ptr<Sharding> sharding) { sharding_ = std::move(sharding); }
 
   // Names the module lists whose elements are the model's blocks (frugal::Unit), the units
   // that checkpointing (and later sharding) wrap. frugal::Model subclasses say so themselves
@@ -73,6 +84,10 @@ class Engine {
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   const EngineOptions& options() const { return options_; }
   Precision& precision() { return precision_; }
+  Sharding& sharding() { return *sharding_; }
+  // Rank 0 of the job, or the only process: the one that logs and writes shared files.
+  bool is_main() const { return !comm_ || comm_->is_main(); }
+  const std::shared_ptr<dist::Communicator>& communicator() const { return comm_; }
   // The device the model's parameters are on (autocast's device type).
   c10::Device device() const { return device_; }
 
@@ -80,6 +95,8 @@ class Engine {
   EngineOptions options_;
   Precision precision_;
   c10::Device device_{c10::kCPU};
+  std::shared_ptr<dist::Communicator> comm_;
+  std::shared_ptr<Sharding> sharding_;
   std::shared_ptr<torch::nn::Module> model_;
   std::shared_ptr<torch::optim::Optimizer> optimizer_;
   std::shared_ptr<const LrSchedule> schedule_;

@@ -5,7 +5,7 @@
 //   setup(model)                        once, after checkpointing has wrapped the blocks
 //   for each micro-batch i of k:
 //     begin_micro_step(i, k)            DDP/FSDP skip communication on micro-steps < k-1
-//     forward, loss / global_targets(), backward
+//     forward, loss / sum_across_ranks(targets), backward
 //   finish_gradients()                  wait for the reductions launched during backward
 //   grad_norm_squared(params)           the global norm, whichever rank holds what
 //   optimizer step; zero_grad(optimizer)
@@ -34,8 +34,8 @@ class Sharding {
     (void)count;
   }
   virtual void finish_gradients() {}
-  // The loss divisor: this step's targets summed over all ranks.
-  virtual int64_t global_targets(int64_t local_targets) { return local_targets; }
+  // v summed over all ranks (the loss divisor: every rank's targets; the logged loss).
+  virtual double sum_across_ranks(double v) { return v; }
   // Sum of squares of every gradient of the model, across ranks (a 0-dim tensor).
   virtual at::Tensor grad_norm_squared(const std::vector<at::Tensor>& params);
   virtual void zero_grad(torch::optim::Optimizer& optimizer) {

@@ -18,6 +18,8 @@ struct RunDirPlan {
 };
 
 // Decides, and creates the directory (removing the old one only when run.overwrite is true).
-RunDirPlan prepare_run_dir(const Config& cfg);
+// With create = false it only decides, raising the same errors: the other ranks of a job,
+// while rank 0 creates.
+RunDirPlan prepare_run_dir(const Config& cfg, bool create = true);
 
 }  // namespace frugal

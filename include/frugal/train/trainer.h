@@ -15,6 +15,7 @@
 namespace frugal {
 
 struct TrainResult {
+  bool is_main = true;  // rank 0 (or the only process): the one that reports
   std::filesystem::path run_dir;
   int64_t steps = 0;           // optimizer steps done in total (resumed ones included)
   int64_t resumed_from = -1;   // step of the checkpoint it started from, -1 if fresh

@@ -1,0 +1,36 @@
+#include "commands.h"
+#include "launcher.h"
+
+namespace frugal::cli {
+
+void add_launch(CLI::App& app, Action& run) {
+  auto o = std::make_shared<LaunchOptions>();
+  auto* cmd = app.add_subcommand(
+      "launch",
+      "Start the ranks of a multi-process job on this node (torchrun's environment contract): "
+      "frugal launch --nproc-per-node 2 -- train cfg.yaml");
+  cmd->add_option("--nproc-per-node", o->nproc_per_node, "Ranks on this node")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--nnodes", o->nnodes, "Nodes in the job")->check(CLI::PositiveNumber);
+  cmd->add_option("--node-rank", o->node_rank, "This node's index")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--master-addr", o->master_addr, "Address of rank 0's node");
+  cmd->add_option("--master-port", o->master_port,
+                  "Rendezvous port (0: a free one, single node only)")
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--max-restarts", o->max_restarts,
+                  "Restart all ranks up to K times after a failure (train resumes)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--grace", o->grace_s, "Seconds between SIGTERM and SIGKILL when stopping ranks")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("command", o->command,
+                  "A frugal subcommand with its arguments, or a program (a path) and its "
+                  "arguments, after --")
+      ->required();
+  cmd->prefix_command();
+  cmd->callback([&run, o, cmd] {
+    for (const auto& extra : cmd->remaining()) o->command.push_back(extra);
+    run = [o] { return launch(*o); };
+  });
+}
+
+}  // namespace frugal::cli

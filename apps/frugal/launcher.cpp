@@ -1,0 +1,351 @@
+#include "launcher.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "frugal/util/error.h"
+
+extern char** environ;
+
+namespace frugal::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+volatile sig_atomic_t g_signal = 0;
+void remember_signal(int sig) { g_signal = sig; }
+
+void write_all(int fd, const std::string& text) {
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+void say(const std::string& line) { write_all(STDERR_FILENO, "frugal launch: " + line + "\n"); }
+
+// One output stream of one rank: whole lines are printed with the rank's prefix.
+struct Stream {
+  int fd = -1;      // read end of the pipe, -1 once closed
+  int out_fd = 1;   // where its lines go
+  std::string pending;
+
+  void emit(const std::string& prefix, bool flush_partial) {
+    size_t start = 0;
+    for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
+      write_all(out_fd, prefix + pending.substr(start, nl + 1 - start));
+    }
+    pending.erase(0, start);
+    if (flush_partial && !pending.empty()) {
+      write_all(out_fd, prefix + pending + "\n");
+      pending.clear();
+    }
+  }
+};
+
+struct Child {
+  int rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  int exit_code = 0;  // 128 + signal when killed
+  Stream out, err;
+};
+
+int pick_free_port() {
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (s < 0) throw Error("launch: cannot open a socket to find a free port");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(s);
+    throw Error("launch: cannot find a free port (pass --master-port)");
+  }
+  ::close(s);
+  return ntohs(addr.sin_port);
+}
+
+std::string self_executable() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) throw Error("launch: cannot locate the frugal executable (/proc/self/exe)");
+  return p.string();
+}
+
+struct Job {
+  std::string program;
+  std::vector<std::string> args;  // argv, argv[0] included
+};
+
+Job job_for(const LaunchOptions& o, int attempt) {
+  Job job;
+  if (o.command.front().find('/') != std::string::npos) {
+    job.program = o.command.front();
+    job.args = o.command;
+    return job;
+  }
+  // A frugal subcommand: run this very executable.
+  job.program = self_executable();
+  job.args.push_back("frugal");
+  job.args.insert(job.args.end(), o.command.begin(), o.command.end());
+  // A restarted training job continues from its newest checkpoint instead of refusing the
+  // run directory its first attempt created.
+  if (attempt > 0 && o.command.front() == "train") {
+    job.args.push_back("--set");
+    job.args.push_back("run.resume=auto");
+  }
+  return job;
+}
+
+std::vector<std::string> environment_for(const LaunchOptions& o, int local_rank, int port,
+                                         int attempt) {
+  const int world = o.nnodes * o.nproc_per_node;
+  std::map<std::string, std::string> set = {
+      {"RANK", std::to_string(o.node_rank * o.nproc_per_node + local_rank)},
+      {"WORLD_SIZE", std::to_string(world)},
+      {"LOCAL_RANK", std::to_string(local_rank)},
+      {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
+      {"GROUP_RANK", std::to_string(o.node_rank)},
+      {"MASTER_ADDR", o.master_addr},
+      {"MASTER_PORT", std::to_string(port)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(attempt)},
+      // The launcher tags every line with its rank: the ranks' logs need not tag them again.
+      {"FRUGAL_LAUNCHER_TAGS_RANKS", "1"},
+  };
+  // Share the cores instead of every rank taking all of them (torchrun sets 1; the ranks'
+  // share is closer to what a CPU job wants). A value the user set is kept.
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    set["OMP_NUM_THREADS"] =
+        std::to_string(std::max(1u, cores / static_cast<unsigned>(o.nproc_per_node)));
+  }
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv = *e;
+    const std::string key = kv.substr(0, kv.find('='));
+    if (!set.contains(key)) env.push_back(kv);
+  }
+  for (const auto& [k, v] : set) env.push_back(k + "=" + v);
+  return env;
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (auto& s : v) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+Child spawn(const Job& job, std::vector<std::string> env, int rank) {
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+    throw Error(fmt::format("launch: cannot create pipes: {}", std::strerror(errno)));
+  }
+  std::vector<std::string> args = job.args;
+  auto argv = c_strings(args);
+  auto envp = c_strings(env);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw Error(fmt::format("launch: fork failed: {}", std::strerror(errno)));
+  if (pid == 0) {
+    // Only async-signal-safe calls from here to exec.
+    ::dup2(out[1], STDOUT_FILENO);
+    ::dup2(err[1], STDERR_FILENO);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::execve(job.program.c_str(), argv.data(), envp.data());
+    const char msg[] = "frugal launch: cannot execute the rank's program\n";
+    (void)!::write(STDERR_FILENO, msg, sizeof(msg) - 1);
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  ::close(err[1]);
+  Child c;
+  c.rank = rank;
+  c.pid = pid;
+  c.running = true;
+  c.out.fd = out[0];
+  c.out.out_fd = STDOUT_FILENO;
+  c.err.fd = err[0];
+  c.err.out_fd = STDERR_FILENO;
+  return c;
+}
+
+// Reads what is available from every open stream (waiting up to timeout_ms); prints lines.
+void pump(std::vector<Child>& children, int timeout_ms) {
+  std::vector<pollfd> fds;
+  std::vector<std::pair<Child*, Stream*>> owners;
+  for (auto& c : children) {
+    for (Stream* s : {&c.out, &c.err}) {
+      if (s->fd < 0) continue;
+      fds.push_back({s->fd, POLLIN, 0});
+      owners.emplace_back(&c, s);
+    }
+  }
+  if (fds.empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
+    return;
+  }
+  if (::poll(fds.data(), fds.size(), timeout_ms) <= 0) return;
+  char buf[65536];
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (fds[i].revents == 0) continue;
+    auto [child, stream] = owners[i];
+    const std::string prefix = fmt::format("[rank {}] ", child->rank);
+    const ssize_t n = ::read(stream->fd, buf, sizeof(buf));
+    if (n > 0) {
+      stream->pending.append(buf, static_cast<size_t>(n));
+      stream->emit(prefix, false);
+    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+      stream->emit(prefix, true);
+      ::close(stream->fd);
+      stream->fd = -1;
+    }
+  }
+}
+
+void reap(std::vector<Child>& children) {
+  for (auto& c : children) {
+    if (!c.running) continue;
+    int status = 0;
+    if (::waitpid(c.pid, &status, WNOHANG) == c.pid) {
+      c.running = false;
+      c.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+  }
+}
+
+void signal_all(std::vector<Child>& children, int sig) {
+  for (auto& c : children) {
+    if (c.running) ::kill(c.pid, sig);
+  }
+}
+
+bool any_running(const std::vector<Child>& children) {
+  return std::any_of(children.begin(), children.end(), [](const Child& c) { return c.running; });
+}
+
+struct Outcome {
+  int code = 0;
+  int failed_rank = -1;
+  int signal = 0;  // a signal the launcher received and forwarded
+};
+
+Outcome run_attempt(const LaunchOptions& o, int attempt) {
+  const int port = o.master_port == 0 ? pick_free_port() : o.master_port;
+  const Job job = job_for(o, attempt);
+  std::vector<Child> children;
+  for (int local = 0; local < o.nproc_per_node; ++local) {
+    children.push_back(spawn(job, environment_for(o, local, port, attempt),
+                             o.node_rank * o.nproc_per_node + local));
+  }
+  Outcome outcome;
+  std::optional<Clock::time_point> kill_at;
+  const auto grace = std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000));
+  for (;;) {
+    pump(children, 50);
+    reap(children);
+    if (g_signal != 0 && outcome.signal == 0) {
+      outcome.signal = g_signal;
+      say(fmt::format("received signal {}; forwarding it to every rank", int(g_signal)));
+      signal_all(children, g_signal);
+      kill_at = Clock::now() + grace;
+    }
+    if (outcome.failed_rank < 0 && outcome.signal == 0) {
+      for (const auto& c : children) {
+        if (!c.running && c.exit_code != 0) {
+          outcome.failed_rank = c.rank;
+          outcome.code = c.exit_code;
+          say(fmt::format("rank {} exited with code {}; stopping the other ranks", c.rank,
+                          c.exit_code));
+          signal_all(children, SIGTERM);
+          kill_at = Clock::now() + grace;
+          break;
+        }
+      }
+    }
+    if (kill_at && Clock::now() >= *kill_at && any_running(children)) {
+      say(fmt::format("ranks still running {:.0f} s after SIGTERM: sending SIGKILL", o.grace_s));
+      signal_all(children, SIGKILL);
+      kill_at.reset();
+    }
+    const bool streams_open = std::any_of(children.begin(), children.end(), [](const Child& c) {
+      return c.out.fd >= 0 || c.err.fd >= 0;
+    });
+    if (!any_running(children) && !streams_open) break;
+    // A rank's own children may hold its pipes open after it exited: stop reading then.
+    if (!any_running(children) && streams_open) {
+      pump(children, 200);
+      for (auto& c : children) {
+        for (Stream* s : {&c.out, &c.err}) {
+          if (s->fd >= 0) {
+            s->emit(fmt::format("[rank {}] ", c.rank), true);
+            ::close(s->fd);
+            s->fd = -1;
+          }
+        }
+      }
+    }
+  }
+  if (outcome.signal != 0) outcome.code = 128 + outcome.signal;
+  return outcome;
+}
+
+}  // namespace
+
+int launch(const LaunchOptions& o) {
+  if (o.command.empty()) throw Error("launch: no command (e.g. frugal launch -- train cfg.yaml)");
+  if (o.nproc_per_node < 1) throw Error("launch: --nproc-per-node must be >= 1");
+  if (o.nnodes < 1 || o.node_rank < 0 || o.node_rank >= o.nnodes) {
+    throw Error("launch: --node-rank must be in [0, --nnodes)");
+  }
+  if (o.master_port < 0 || o.master_port > 65535) throw Error("launch: --master-port must be 0-65535");
+  if (o.master_port == 0 && o.nnodes > 1) {
+    throw Error("launch: --master-port 0 (a free port) only works on one node; give the port");
+  }
+  struct sigaction sa{};
+  sa.sa_handler = remember_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  for (int attempt = 0;; ++attempt) {
+    const Outcome r = run_attempt(o, attempt);
+    if (r.code == 0) return 0;
+    if (r.signal != 0) return r.code;
+    if (attempt < o.max_restarts) {
+      say(fmt::format("restarting all {} ranks (restart {} of {})", o.nproc_per_node,
+                      attempt + 1, o.max_restarts));
+      continue;
+    }
+    say(fmt::format("job failed: rank {} exited with code {}", r.failed_rank, r.code));
+    return r.code;
+  }
+}
+
+}  // namespace frugal::cli
