@@ -3,7 +3,7 @@
 
 namespace frugal::cli {
 
-void add_launch(CLI::App& app, Action& run) {
+void add_launch(CLI::App& app, Action& run, const std::vector<std::string>& after_dashes) {
   auto o = std::make_shared<LaunchOptions>();
   auto* cmd = app.add_subcommand(
       "launch",
@@ -22,13 +22,14 @@ void add_launch(CLI::App& app, Action& run) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--grace", o->grace_s, "Seconds between SIGTERM and SIGKILL when stopping ranks")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("command", o->command,
-                  "A frugal subcommand with its arguments, or a program (a path) and its "
-                  "arguments, after --")
-      ->required();
+  // Everything from the first argument that is not a launch option on (or after "--") is
+  // the rank's command: a frugal subcommand and its arguments, or a program path and its.
   cmd->prefix_command();
-  cmd->callback([&run, o, cmd] {
-    for (const auto& extra : cmd->remaining()) o->command.push_back(extra);
+  cmd->footer("  frugal launch [OPTIONS] [--] train CONFIG.yaml [--set ...]\n"
+              "  frugal launch [OPTIONS] [--] /path/to/program [ARGS...]");
+  cmd->callback([&run, o, cmd, &after_dashes] {
+    o->command = cmd->remaining();
+    o->command.insert(o->command.end(), after_dashes.begin(), after_dashes.end());
     run = [o] { return launch(*o); };
   });
 }

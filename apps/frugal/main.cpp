@@ -16,9 +16,21 @@ int main(int argc, char** argv) {
   frugal::cli::add_config(app, run);
   frugal::cli::add_export(app, run);
   frugal::cli::add_prepare_text(app, run);
-  frugal::cli::add_launch(app, run);
+  // `frugal launch [OPTIONS] -- COMMAND...`: the command is passed through untouched.
+  std::vector<std::string> after_dashes;
+  int parsed_argc = argc;
+  if (argc > 1 && std::string(argv[1]) == "launch") {
+    for (int i = 2; i < argc; ++i) {
+      if (std::string(argv[i]) == "--") {
+        after_dashes.assign(argv + i + 1, argv + argc);
+        parsed_argc = i;
+        break;
+      }
+    }
+  }
+  frugal::cli::add_launch(app, run, after_dashes);
   try {
-    app.parse(argc, argv);
+    app.parse(parsed_argc, argv);
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {

@@ -217,6 +217,9 @@ TEST_CASE("config nested: to_yaml writes sub-sections as nested maps and reads t
         "    policy: \"none\"\n"
         "    k: 2\n"
         "    targets: [\"attn\"]\n"
+        "  sharding:\n"
+        "    mode: \"none\"\n"
+        "    bucket_mb: 25.0\n"
         "memory:\n"
         "  monitor_every: 0\n"
         "  empty_cache_every: 0\n"
@@ -232,6 +235,7 @@ TEST_CASE("config nested: to_yaml writes sub-sections as nested maps and reads t
     c.strategy.grad_scaler = {false, 1.0 / 3.0, 1.0 + 1e-15, std::nextafter(1.0, 0.0), 1};
     c.strategy.accumulation = 3;
     c.strategy.checkpointing = {"selective", 5, {"mlp", "attn", "mlp"}};
+    c.strategy.sharding = {"ddp", 0.5};
     c.memory = {7, 9, INT64_MAX, true};
     const std::string text = frugal::to_yaml(c);
     INFO(text);
@@ -251,6 +255,8 @@ TEST_CASE("config nested: to_yaml writes sub-sections as nested maps and reads t
     CHECK(back.memory.empty_cache_every == 9);
     CHECK(back.memory.budget == INT64_MAX);
     CHECK(back.memory.record_history);
+    CHECK(back.strategy.sharding.mode == "ddp");
+    CHECK(back.strategy.sharding.bucket_mb == 0.5);
   }
 }
 

@@ -1,0 +1,123 @@
+// DDP at 1, 2 and 4 ranks on Gloo: with and without accumulation and checkpointing, the
+// parameters after N steps equal those of one process training on the same global batch
+// (fp32; 1e-5 absolute: only the order of summation differs); the same job under frugal
+// launch, mpirun and torchrun ends with the same parameters, bit for bit.
+#include <ATen/ATen.h>
+#include <catch2/catch.hpp>
+
+#include <map>
+
+#include "frugal/io/safetensors.h"
+#include "multiproc.h"
+
+using namespace frugal::test;
+
+namespace {
+
+// A tiny GPT, dropout off (each rank draws its own masks, one process draws others), global
+// batch 8 sequences per step.
+std::string ddp_yaml(const std::string& runs) {
+  return "run: {dir: '" + runs + "', seed: 3}\n"
+         "model: {type: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 16, vocab_size: 64, "
+         "dropout: 0.0}\n"
+         "data: {type: synthetic, micro_batch_size: 8, synthetic_samples: 256, num_workers: 0}\n"
+         "optim: {type: adamw, lr: 0.003}\n"
+         "train: {max_steps: 6, log_every: 1, eval_batches: 0, progress: lines, checkpoint_every: 0}\n"
+         "generate: {tokens: 0}\n";
+}
+
+std::map<std::string, at::Tensor> final_params(const std::filesystem::path& runs,
+                                               const std::string& name) {
+  const auto file = runs / (name + ".safetensors");
+  CommandResult r = frugal::test::frugal("export " + quote((runs / name).string()) + " --format safetensors -o " +
+                           quote(file.string()));
+  REQUIRE(r.exit_code == 0);
+  std::map<std::string, at::Tensor> out;
+  for (auto& [k, v] : frugal::io::read_safetensors(file)) out[k] = v;
+  return out;
+}
+
+double max_diff(const std::map<std::string, at::Tensor>& a,
+                const std::map<std::string, at::Tensor>& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (const auto& [k, v] : a) worst = std::max(worst, (v - b.at(k)).abs().max().item<double>());
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("ddp buckets start during backward, skip early micro-steps and sum over ranks",
+          "[multiproc][dist][ddp]") {
+  for (int n : {2, 4}) {
+    SECTION("world " + std::to_string(n)) {
+      CommandResult r = launch(n, quote(dist_worker()) + " ddp");
+      INFO(r.out << r.err);
+      REQUIRE(r.exit_code == 0);
+      auto j = rank0_report(r.out);
+      CHECK(j.at("launched_during_backward") == j.at("buckets"));
+    }
+  }
+}
+
+TEST_CASE("ddp at world 1, 2 and 4 equals one process on the same global batch",
+          "[multiproc][dist][ddp]") {
+  TempDir dir;
+  const auto cfg = dir / "ddp.yaml";
+  write_text(cfg, ddp_yaml(dir.path().string()));
+  CommandResult ref = frugal::test::frugal("train " + quote(cfg.string()) + " --set run.name=reference");
+  REQUIRE(ref.exit_code == 0);
+  const auto reference = final_params(dir.path(), "reference");
+  struct Variant {
+    const char* name;
+    int accumulation;
+    const char* checkpointing;
+  };
+  for (int n : {1, 2, 4}) {
+    for (Variant v : {Variant{"plain", 1, "none"}, Variant{"accumulation", 2, "none"},
+                      Variant{"checkpointing", 1, "full"}}) {
+      const std::string name = "w" + std::to_string(n) + "-" + v.name;
+      SECTION(name) {
+        const int micro = 8 / (n * v.accumulation);
+        CommandResult r = launch(
+            n, "train " + quote(cfg.string()) + " --set run.name=" + name +
+                   " --set strategy.sharding.mode=ddp --set data.micro_batch_size=" +
+                   std::to_string(micro) + " --set strategy.accumulation=" +
+                   std::to_string(v.accumulation) + " --set strategy.checkpointing=" +
+                   v.checkpointing);
+        INFO(r.out << r.err);
+        REQUIRE(r.exit_code == 0);
+        CHECK(max_diff(final_params(dir.path(), name), reference) < 1e-5);
+      }
+    }
+  }
+}
+
+TEST_CASE("the same ddp job under frugal launch, mpirun and torchrun ends the same",
+          "[multiproc][dist][ddp]") {
+  TempDir dir;
+  const auto cfg = dir / "ddp.yaml";
+  write_text(cfg, ddp_yaml(dir.path().string()));
+  const std::string job = " train " + quote(cfg.string()) +
+                          " --set strategy.sharding.mode=ddp --set data.micro_batch_size=4";
+  CommandResult a = launch(2, job + " --set run.name=launch");
+  INFO(a.out << a.err);
+  REQUIRE(a.exit_code == 0);
+  // mpirun: ranks from OMPI_COMM_WORLD_*, MASTER_ADDR defaulting to 127.0.0.1.
+  CommandResult b = run_command(
+      "mpirun --allow-run-as-root --oversubscribe -np 2 -x MASTER_PORT=$(( 20000 + $$ % 20000 )) " +
+          quote(frugal_binary()) + job + " --set run.name=mpirun",
+      120);
+  INFO(b.out << b.err);
+  REQUIRE(b.exit_code == 0);
+  // torchrun --no-python: its agent serves the store (TORCHELASTIC_USE_AGENT_STORE).
+  CommandResult c = run_command(quote((std::filesystem::path(python()).parent_path() / "torchrun").string()) +
+                                    " --standalone --nproc-per-node 2 --no-python " +
+                                    quote(frugal_binary()) + job + " --set run.name=torchrun",
+                                120);
+  INFO(c.out << c.err);
+  REQUIRE(c.exit_code == 0);
+  const auto launched = final_params(dir.path(), "launch");
+  CHECK(max_diff(final_params(dir.path(), "mpirun"), launched) == 0.0);
+  CHECK(max_diff(final_params(dir.path(), "torchrun"), launched) == 0.0);
+}
