@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "frugal/config/load.h"
+#include "frugal/config/strategy_names.h"
 #include "frugal/util/error.h"
 #include "internal.h"
 
@@ -182,7 +183,7 @@ void check_grad_scaler(const Checker& c, const GradScalerConfig& g) {
 
 void check_checkpointing(const Checker& c, const CheckpointingConfig& p) {
   const std::string key = "strategy.checkpointing";
-  c.one_of(p.policy, {"none", "full", "every_k", "selective"}, key + ".policy");
+  c.one_of(p.policy, strategy_names(key + ".policy"), key + ".policy");
   c.at_least<int64_t>(p.k, 1, key + ".k");
   if (p.policy == "selective")
     c.require(!p.targets.empty(), key + ".targets", "must name at least one of attn, mlp",
@@ -193,12 +194,11 @@ void check_checkpointing(const Checker& c, const CheckpointingConfig& p) {
 }
 
 void check_strategy(const Checker& c, const StrategyConfig& s) {
-  c.one_of(s.precision, {"fp32", "bf16-mixed", "fp16-mixed"}, "strategy.precision");
+  c.one_of(s.precision, strategy_names("strategy.precision"), "strategy.precision");
   check_grad_scaler(c, s.grad_scaler);
   c.at_least<int64_t>(s.accumulation, 1, "strategy.accumulation");
   check_checkpointing(c, s.checkpointing);
-  // sharding.mode is open (user code registers its own); the engine checks the name.
-  c.require(!s.sharding.mode.empty(), "strategy.sharding.mode", "must not be empty");
+  c.one_of(s.sharding.mode, strategy_names("strategy.sharding.mode"), "strategy.sharding.mode");
   c.positive(s.sharding.bucket_mb, "strategy.sharding.bucket_mb");
 }
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 
+#include "frugal/config/strategy_names.h"
 #include "frugal/dist/ddp.h"
 #include "frugal/util/error.h"
 
@@ -45,8 +46,11 @@ std::map<std::string, ShardingFactory>& registry() {
 
 void register_sharding(const std::string& name, ShardingFactory factory) {
   if (name.empty() || !factory) throw std::invalid_argument("register_sharding: empty name or factory");
-  std::lock_guard<std::mutex> lock(registry_mutex());
-  registry()[name] = std::move(factory);
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    registry()[name] = std::move(factory);
+  }
+  register_strategy_name("strategy.sharding.mode", name);
 }
 
 std::vector<std::string> sharding_names() {

@@ -2,9 +2,12 @@
 
 #include <torch/nn/modules/container/modulelist.h>
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 
+#include "frugal/config/strategy_names.h"
 #include "frugal/models/unit.h"
 #include "frugal/strategy/checkpoint.h"
 #include "frugal/util/error.h"
@@ -51,11 +54,40 @@ Unit& as_unit(const ModulePtr& m, const std::string& path) {
   return *unit;
 }
 
+std::mutex& policies_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::map<std::string, CheckpointingPolicy>& policies() {
+  static std::map<std::string, CheckpointingPolicy> p = {
+      {"none", [](int64_t, int64_t, const CheckpointingConfig&) { return std::vector<std::string>{}; }},
+      {"full", [](int64_t, int64_t, const CheckpointingConfig&) { return std::vector<std::string>{""}; }},
+      {"every_k",
+       [](int64_t i, int64_t, const CheckpointingConfig& cfg) {
+         return i % cfg.k == 0 ? std::vector<std::string>{""} : std::vector<std::string>{};
+       }},
+      {"selective",
+       [](int64_t, int64_t, const CheckpointingConfig& cfg) {
+         // A target named twice is wrapped once.
+         const std::set<std::string> unique(cfg.targets.begin(), cfg.targets.end());
+         return std::vector<std::string>(unique.begin(), unique.end());
+       }},
+  };
+  return p;
+}
+
+CheckpointingPolicy find_policy(const std::string& name) {
+  std::lock_guard<std::mutex> lock(policies_mutex());
+  auto it = policies().find(name);
+  if (it != policies().end()) return it->second;
+  std::string known;
+  for (const auto& [n, _] : policies()) known += (known.empty() ? "" : ", ") + n;
+  throw fail("unknown policy '" + name + "' (" + known + ")");
+}
+
 void validate(const CheckpointingConfig& cfg, const std::vector<std::string>& block_lists) {
-  const std::set<std::string> policies = {"none", "full", "every_k", "selective"};
-  if (policies.count(cfg.policy) == 0) {
-    throw fail("unknown policy '" + cfg.policy + "' (none, full, every_k, selective)");
-  }
+  (void)find_policy(cfg.policy);
   if (cfg.policy == "none") return;
   if (cfg.policy == "every_k" && cfg.k < 1) {
     throw fail("every_k needs k >= 1, got " + std::to_string(cfg.k));
@@ -75,8 +107,7 @@ std::vector<std::pair<std::string, Unit*>> select_units(
     const std::vector<std::string>& block_lists) {
   std::vector<std::pair<std::string, Unit*>> units;
   if (cfg.policy == "none") return units;
-  // A target named twice is wrapped once.
-  const std::set<std::string> targets(cfg.targets.begin(), cfg.targets.end());
+  const CheckpointingPolicy policy = find_policy(cfg.policy);
   for (const std::string& list_name : block_lists) {
     const ModulePtr list_module = module_at(model, list_name);
     if (!list_module) {
@@ -88,21 +119,22 @@ std::vector<std::pair<std::string, Unit*>> select_units(
       throw fail("'" + list_name + "' is a " + list_module->name() +
                  ", not a torch::nn::ModuleList of blocks");
     }
-    for (size_t i = 0; i < list->size(); ++i) {
+    const auto count = static_cast<int64_t>(list->size());
+    for (int64_t i = 0; i < count; ++i) {
       const ModulePtr block = list->ptr(i);
       const std::string path = list_name + "." + std::to_string(i);
-      if (cfg.policy == "full" || (cfg.policy == "every_k" && i % cfg.k == 0)) {
-        units.emplace_back(path, &as_unit(block, path));
-      } else if (cfg.policy == "selective") {
-        for (const std::string& target : targets) {
-          const auto children = block->named_children();
-          const ModulePtr* child = children.find(target);
-          if (child == nullptr) {
-            throw fail("selective target '" + target + "' is not a child of " + path +
-                       " (its children: " + child_names(*block) + ")");
-          }
-          units.emplace_back(path + "." + target, &as_unit(*child, path + "." + target));
+      for (const std::string& target : policy(i, count, cfg)) {
+        if (target.empty()) {
+          units.emplace_back(path, &as_unit(block, path));
+          continue;
         }
+        const auto children = block->named_children();
+        const ModulePtr* child = children.find(target);
+        if (child == nullptr) {
+          throw fail("policy " + cfg.policy + ": target '" + target + "' is not a child of " +
+                     path + " (its children: " + child_names(*block) + ")");
+        }
+        units.emplace_back(path + "." + target, &as_unit(*child, path + "." + target));
       }
     }
   }
@@ -110,6 +142,18 @@ std::vector<std::pair<std::string, Unit*>> select_units(
 }
 
 }  // namespace
+
+void register_checkpointing_policy(const std::string& name, CheckpointingPolicy policy) {
+  if (name.empty() || !policy) throw std::invalid_argument("register_checkpointing_policy: empty");
+  {
+    std::lock_guard<std::mutex> lock(policies_mutex());
+    if (name == "none" || name == "full" || name == "every_k" || name == "selective") {
+      throw Error("register_checkpointing_policy: '" + name + "' is built in");
+    }
+    policies()[name] = std::move(policy);
+  }
+  register_strategy_name("strategy.checkpointing.policy", name);
+}
 
 void checkpoint_unit(Unit& unit) {
   unit.set_wrapper(kCheckpointWrapperName, wrap_layer::kCheckpoint,

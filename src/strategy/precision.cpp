@@ -1,19 +1,57 @@
 #include "frugal/strategy/precision.h"
 
+#include <map>
+#include <mutex>
+
+#include "frugal/config/strategy_names.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
 
-Precision::Precision(const std::string& name, const GradScalerConfig& sc) : name_(name) {
-  if (name == "fp32") return;
-  if (name == "bf16-mixed") {
-    autocast_ = true;
-    dtype_ = c10::ScalarType::BFloat16;
-    return;
+namespace {
+
+std::mutex& specs_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::map<std::string, PrecisionSpec>& specs() {
+  static std::map<std::string, PrecisionSpec> s = {
+      {"fp32", {false, c10::ScalarType::Float, false}},
+      {"bf16-mixed", {true, c10::ScalarType::BFloat16, false}},
+      {"fp16-mixed", {true, c10::ScalarType::Half, true}},
+  };
+  return s;
+}
+
+}  // namespace
+
+void register_precision(const std::string& name, const PrecisionSpec& spec) {
+  if (name == "fp32" || name == "bf16-mixed" || name == "fp16-mixed" || name.empty()) {
+    throw Error("register_precision: '" + name + "' is built in or empty");
   }
-  if (name == "fp16-mixed") {
-    autocast_ = true;
-    dtype_ = c10::ScalarType::Half;
+  {
+    std::lock_guard<std::mutex> lock(specs_mutex());
+    specs()[name] = spec;
+  }
+  register_strategy_name("strategy.precision", name);
+}
+
+Precision::Precision(const std::string& name, const GradScalerConfig& sc) : name_(name) {
+  PrecisionSpec spec;
+  {
+    std::lock_guard<std::mutex> lock(specs_mutex());
+    auto it = specs().find(name);
+    if (it == specs().end()) {
+      std::string known;
+      for (const auto& [n, _] : specs()) known += (known.empty() ? "" : ", ") + n;
+      throw Error("strategy.precision: unknown precision '" + name + "' (known: " + known + ")");
+    }
+    spec = it->second;
+  }
+  autocast_ = spec.autocast;
+  dtype_ = spec.dtype;
+  if (spec.loss_scaling) {
     GradScalerOptions o;
     o.enabled = sc.enabled;
     o.init_scale = sc.init_scale;
@@ -21,10 +59,7 @@ Precision::Precision(const std::string& name, const GradScalerConfig& sc) : name
     o.backoff_factor = sc.backoff_factor;
     o.growth_interval = sc.growth_interval;
     scaler_.emplace(o);
-    return;
   }
-  throw Error("strategy.precision: unknown precision '" + name +
-              "' (expected fp32, bf16-mixed or fp16-mixed)");
 }
 
 std::unique_ptr<AutocastGuard> Precision::autocast(c10::DeviceType device) const {

@@ -14,6 +14,7 @@
 #include <torch/nn/module.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,16 @@
 namespace frugal {
 
 class Unit;
+
+// A checkpointing policy decides, for block `index` of the `count` blocks of a block list,
+// which of its units to checkpoint: "" for the whole block, child names (e.g. "attn") for
+// parts of it, nothing to leave it alone. The built-in ones are policies too (full: {""};
+// every_k: {""} when index % k == 0; selective: cfg.targets).
+using CheckpointingPolicy = std::function<std::vector<std::string>(
+    int64_t index, int64_t count, const CheckpointingConfig& cfg)>;
+// Makes `name` a valid strategy.checkpointing.policy, in YAML and in code; built-in names
+// cannot be replaced.
+void register_checkpointing_policy(const std::string& name, CheckpointingPolicy policy);
 
 // The name checkpointing's wrapper has on a Unit (Unit::has_wrapper).
 inline constexpr const char* kCheckpointWrapperName = "checkpoint";

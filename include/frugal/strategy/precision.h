@@ -23,6 +23,18 @@
 
 namespace frugal {
 
+// What a precision does: autocast (to `dtype`) or not, dynamic loss scaling or not.
+struct PrecisionSpec {
+  bool autocast = false;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  bool loss_scaling = false;  // a GradScaler, configured by strategy.grad_scaler
+};
+
+// Makes `name` a valid strategy.precision (in YAML and for Precision's constructor), e.g.
+// register_precision("fp16-mixed-unscaled", {true, at::kHalf, false}). Built-in names cannot
+// be replaced.
+void register_precision(const std::string& name, const PrecisionSpec& spec);
+
 class Precision {
  public:
   explicit Precision(const std::string& name, const GradScalerConfig& scaler = {});
