@@ -9,7 +9,7 @@ py=.venv/bin/python
 cfg=bench/strategies/gpt12.yaml
 # fp16 on a CPU without half-precision matrix units runs ~30x slower than fp32 (a
 # 29 s step here), so it is opt-in: FRUGAL_BENCH_FP16=1.
-combos="fp32:none fp32:full fp32:every_k fp32:selective bf16-mixed:none bf16-mixed:full"
+combos=${FRUGAL_BENCH_COMBOS:-"fp32:none fp32:full fp32:every_k fp32:selective bf16-mixed:none bf16-mixed:full"}
 [ "${FRUGAL_BENCH_FP16:-0}" = 1 ] && combos="$combos fp16-mixed:none"
 
 # Weights for Python: frugal's initialisation (seed 1) after one step, exported; frugal's runs

@@ -84,6 +84,7 @@ void for_each_field(C& c, Visit&& visit) {
   visit("train", "checkpoint_every", c.train.checkpoint_every);
   visit("train", "keep_last", c.train.keep_last);
   visit("train", "progress", c.train.progress);
+  visit("train", "metrics_per_rank", c.train.metrics_per_rank);
 
   visit("generate", "tokens", c.generate.tokens);
   visit("generate", "temperature", c.generate.temperature);

@@ -159,6 +159,32 @@ struct Trainer::Impl {
   }
 };
 
+namespace {
+
+// Every rank's step time and memory peaks, gathered into rank 0's record (a collective: all
+// ranks call it at the same steps).
+void add_rank_figures(dist::Communicator& comm, json& record, double seconds,
+                      const memory::MemorySnapshot& mem) {
+  at::Tensor mine = at::tensor({seconds, static_cast<double>(mem.allocated_peak),
+                                static_cast<double>(mem.host_rss_peak)},
+                               at::TensorOptions(comm.device()).dtype(at::kDouble));
+  at::Tensor all = at::empty({3 * comm.size()}, mine.options());
+  comm.all_gather(all, mine);
+  all = all.cpu().view({comm.size(), 3});
+  std::vector<double> times;
+  std::vector<int64_t> allocated, rss;
+  for (int r = 0; r < comm.size(); ++r) {
+    times.push_back(all[r][0].item<double>());
+    allocated.push_back(static_cast<int64_t>(all[r][1].item<double>()));
+    rss.push_back(static_cast<int64_t>(all[r][2].item<double>()));
+  }
+  record["rank_step_time_s"] = times;
+  record["rank_mem_allocated_peak_bytes"] = allocated;
+  record["rank_host_rss_peak_bytes"] = rss;
+}
+
+}  // namespace
+
 Trainer::Trainer(Config cfg) : impl_(std::make_unique<Impl>(std::move(cfg))) {}
 Trainer::~Trainer() = default;
 
@@ -239,10 +265,15 @@ TrainResult Trainer::run() {
                           result.resumed_from));
   }
   // Only now, with any resume verified, does anything in the run directory change.
-  std::optional<MetricsLog> metrics;
+  std::optional<MetricsLog> metrics;       // rank 0: the job's
+  std::optional<MetricsLog> rank_metrics;  // train.metrics_per_rank: this rank's own
   if (s.main) {
     io::write_file_atomic(s.plan.dir / "config.resolved.yaml", to_yaml(cfg));
     metrics.emplace(s.plan.dir / "metrics.jsonl", result.resumed_from);
+  }
+  if (s.comm && cfg.train.metrics_per_rank) {
+    rank_metrics.emplace(s.plan.dir / fmt::format("metrics.rank{}.jsonl", s.comm->rank()),
+                         result.resumed_from);
   }
 
   const int64_t max_steps = cfg.train.max_steps;
@@ -292,6 +323,8 @@ TrainResult Trainer::run() {
       record["host_rss_bytes"] = mem.host_rss;
       record["host_rss_peak_bytes"] = mem.host_rss_peak;
       run_peak = std::max(run_peak, mem.allocated_peak);
+      if (rank_metrics) rank_metrics->write(record.dump());
+      if (s.comm && s.comm->size() > 1) add_rank_figures(*s.comm, record, st.seconds, mem);
       if (metrics) metrics->write(record.dump());
       memory::reset_peaks(device);
     }

@@ -121,3 +121,38 @@ TEST_CASE("the same ddp job under frugal launch, mpirun and torchrun ends the sa
   CHECK(max_diff(final_params(dir.path(), "mpirun"), launched) == 0.0);
   CHECK(max_diff(final_params(dir.path(), "torchrun"), launched) == 0.0);
 }
+
+TEST_CASE("rank 0's metrics carry every rank's step time and memory; ranks can log their own",
+          "[multiproc][dist][ddp]") {
+  TempDir dir;
+  const auto cfg = dir / "ddp.yaml";
+  write_text(cfg, ddp_yaml(dir.path().string()));
+  CommandResult r = launch(2, "train " + quote(cfg.string()) +
+                                  " --set run.name=m --set strategy.sharding=ddp"
+                                  " --set data.micro_batch_size=4 --set train.metrics_per_rank=true");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  auto records = [](const std::filesystem::path& file) {
+    std::vector<nlohmann::json> out;
+    std::istringstream lines(read_text(file));
+    for (std::string line; std::getline(lines, line);) {
+      auto j = nlohmann::json::parse(line);
+      if (j.contains("loss")) out.push_back(j);
+    }
+    return out;
+  };
+  const auto job = records(dir / "m" / "metrics.jsonl");
+  REQUIRE(job.size() == 6);
+  for (const auto& j : job) {
+    CHECK(j.at("rank_step_time_s").size() == 2);
+    CHECK(j.at("rank_mem_allocated_peak_bytes").size() == 2);
+    CHECK(j.at("rank_mem_allocated_peak_bytes")[1].get<int64_t>() > 0);
+  }
+  for (int rank : {0, 1}) {
+    const auto own = records(dir / "m" / ("metrics.rank" + std::to_string(rank) + ".jsonl"));
+    REQUIRE(own.size() == 6);
+    // The same global loss everywhere; this rank's own step time.
+    CHECK(own.back().at("loss") == job.back().at("loss"));
+    CHECK(own.back().at("step_time_s") == job.back().at("rank_step_time_s")[rank]);
+  }
+}

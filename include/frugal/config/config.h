@@ -90,6 +90,7 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;  // 0 = only at the end
   int64_t keep_last = 3;
   std::string progress = "auto";  // auto (bar on a terminal, lines otherwise) | bar | lines | none
+  bool metrics_per_rank = false;  // multi-process: every rank also writes metrics.rank<N>.jsonl
 };
 
 // Text sampled from a language model at the end of training.

@@ -114,6 +114,10 @@ int ddp() {
   // more: the 2 first micro-steps communicate nothing.
   require(traffic.at("all_reduce").calls == buckets + 2, "all-reduces per step");
   require(buckets >= 4, "several buckets");
+  // Bytes: every fp32 gradient once, plus the two fp64 scalars.
+  int64_t numel = 0;
+  for (const auto& p : net->parameters()) numel += p.numel();
+  require(traffic.at("all_reduce").payload_bytes == 4 * numel + 2 * 8, "all-reduce payload");
   // Overlap: every bucket starts inside backward, as soon as its last gradient is in.
   require(ddp.launched_during_backward() == buckets, "every bucket launched during backward");
   // The update equals SGD on the mean gradient over every rank's samples: check through the
