@@ -26,23 +26,38 @@ print(statistics.median(x["step_time_s"] for x in r), max(x["mem_allocated_peak_
 PY
 }
 
-printf '| precision | checkpointing | frugal step (s) | PyTorch step (s) | time ratio | frugal peak (MiB) | PyTorch peak (MiB) | peak ratio | frugal activations (MiB) | PyTorch activations (MiB) |\n'
+rounds=${FRUGAL_BENCH_ROUNDS:-3}
+printf '| precision | checkpointing | frugal step (s) | PyTorch step (s) | time ratio (range over rounds) | frugal peak (MiB) | PyTorch peak (MiB) | peak ratio | frugal activations (MiB) | PyTorch activations (MiB) |\n'
 printf '|---|---|---|---|---|---|---|---|---|---|\n'
-declare -A act
 for combo in $combos; do
   p=${combo%%:*}; c=${combo##*:}
-  set -- --set run.dir="$tmp" --set run.name="$p-$c" --set run.threads="$threads" \
-    --set strategy.precision="$p" --set strategy.checkpointing.policy="$c"
-  build/bin/frugal config show "$cfg" "$@" >"$tmp/$p-$c.yaml"
-  build/bin/frugal train "$cfg" "$@" >"$tmp/$p-$c.log" 2>&1 || { cat "$tmp/$p-$c.log"; exit 1; }
-  read -r ft fpeak fbase < <(frugal_figures "$tmp/$p-$c/metrics.jsonl")
-  read -r pt ppeak pbase < <($py bench/strategies/python_step.py "$tmp/$p-$c.yaml" "$p" "$c" \
-      "$tmp/w.safetensors" "$threads" build/lib/libfrugal.so |
-    $py -c 'import json,sys; j=json.load(sys.stdin); print(j["median_step_s"], j["peak_bytes"], j["baseline_bytes"])')
-  awk -v p="$p" -v c="$c" -v ft="$ft" -v pt="$pt" -v fp="$fpeak" -v pp="$ppeak" -v fb="$fbase" -v pb="$pbase" \
-    'BEGIN { M = 1048576; printf "| %s | %s | %.2f | %.2f | %.2fx | %.1f | %.1f | %.2fx | %.1f | %.1f |\n",
-             p, c, ft, pt, ft/pt, fp/M, pp/M, fp/pp, (fp-fb)/M, (pp-pb)/M }'
+  # frugal and Python alternate, `rounds` times: this machine's step times drift by several
+  # percent over minutes, and alternation shares the drift between the two sides.
+  : >"$tmp/$p-$c.rounds"
+  for round in $(seq "$rounds"); do
+    set -- --set run.dir="$tmp" --set run.name="$p-$c-$round" --set run.threads="$threads" \
+      --set strategy.precision="$p" --set strategy.checkpointing.policy="$c"
+    build/bin/frugal config show "$cfg" "$@" >"$tmp/$p-$c.yaml"
+    build/bin/frugal train "$cfg" "$@" >"$tmp/$p-$c.log" 2>&1 || { cat "$tmp/$p-$c.log"; exit 1; }
+    read -r ft fpeak fbase < <(frugal_figures "$tmp/$p-$c-$round/metrics.jsonl")
+    read -r pt ppeak pbase < <($py bench/strategies/python_step.py "$tmp/$p-$c.yaml" "$p" "$c" \
+        "$tmp/w.safetensors" "$threads" build/lib/libfrugal.so |
+      $py -c 'import json,sys; j=json.load(sys.stdin); print(j["median_step_s"], j["peak_bytes"], j["baseline_bytes"])')
+    echo "$ft $pt $fpeak $ppeak $fbase $pbase" >>"$tmp/$p-$c.rounds"
+  done
+  $py - "$p" "$c" "$tmp/$p-$c.rounds" <<'PY'
+import statistics, sys
+p, c, path = sys.argv[1:]
+rows = [list(map(float, l.split())) for l in open(path)]
+ft = statistics.median(r[0] for r in rows); pt = statistics.median(r[1] for r in rows)
+ratios = [r[0] / r[1] for r in rows]
+fp, pp = max(r[2] for r in rows), max(r[3] for r in rows)
+fb, pb = min(r[4] for r in rows), min(r[5] for r in rows)
+M = 1048576
+print(f"| {p} | {c} | {ft:.2f} | {pt:.2f} | {ft / pt:.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) | "
+      f"{fp / M:.1f} | {pp / M:.1f} | {fp / pp:.2f}x | {(fp - fb) / M:.1f} | {(pp - pb) / M:.1f} |")
+PY
 done
 echo
 echo "threads: $threads; $(nproc) cores, $(uname -m); torch $($py -c 'import torch; print(torch.__version__)')"
-echo "activations = peak minus the bytes live before the step (weights + optimizer state)."
+echo "activations = peak minus the bytes live before the step (weights + optimizer state); steps: medians of $rounds alternating rounds."

@@ -5,6 +5,8 @@
 #include <ATen/ops/empty.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <optional>
 #include <utility>
@@ -64,7 +66,16 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
     }
     // Outside the autocast replay: backward ops must run as in an uncheckpointed backward.
     // Parameters' gradients accumulate into their .grad here, as a plain backward would do.
-    if (out.requires_grad()) torch::autograd::backward({out}, {grads.at(0)});
+    // The engine is given the output's graph edge and the output itself is dropped first:
+    // nothing needs its values (the last op of a block, typically a residual add, saves
+    // none), and keeping it would hold one more activation through the whole nested backward.
+    if (out.requires_grad()) {
+      torch::autograd::edge_list roots{torch::autograd::impl::gradient_edge(out)};
+      out.reset();
+      torch::autograd::Engine::get_default_engine().execute(
+          roots, {grads.at(0)}, /*keep_graph=*/false, /*create_graph=*/false,
+          /*accumulate_grad=*/true);
+    }
     at::Tensor dx = x.requires_grad() ? x.grad() : at::Tensor();
     return {dx, at::Tensor(), at::Tensor()};
   }

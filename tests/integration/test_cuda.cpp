@@ -212,3 +212,35 @@ generate: {tokens: 0}
   // Not bit for bit: cuBLAS and SDPA may pick different kernels run to run on the GPU.
   CHECK(std::abs(resumed.last_loss - full.last_loss) < 1e-3 * std::abs(full.last_loss));
 }
+
+TEST_CASE("NCCL at world 1: collectives and a DDP step on the GPU", "[integration][cuda][dist]") {
+  if (no_cuda()) return;
+  DistributedConfig dc;
+  dc.backend = "auto";  // NCCL where CUDA is
+  dist::RankInfo one;   // rank 0 of 1
+  auto comm = dist::init_from_env(dc, one);
+  CHECK(comm->backend() == "nccl");
+  CHECK(comm->device() == kCuda);
+  at::Tensor t = at::full({1024}, 3.0, at::TensorOptions(kCuda));
+  comm->all_reduce(t);
+  CHECK(t.sum().item<double>() == 3.0 * 1024);
+  at::Tensor out = at::empty({1024}, t.options());
+  comm->all_gather(out, t);
+  CHECK(at::equal(out, t));
+  // A DDP step through the engine equals the same step without sharding.
+  auto step = [&](const std::string& mode) {
+    at::manual_seed(7);
+    auto model = std::make_shared<Gpt>(GptOptions::sized(32, 16, 2, 2, 32));
+    model->to(kCuda);
+    StrategyConfig sc;
+    sc.sharding.mode = mode;
+    Engine engine(EngineOptions{sc, 1.0}, mode == "ddp" ? comm : nullptr);
+    OptimConfig oc;
+    engine.setup(model, make_optimizer(oc, *model));
+    at::manual_seed(8);
+    engine.step(counting_batch(8, 16, 32).to(kCuda),
+                [&](const Batch& mb) { return model->loss_sum(model->forward(mb.x), mb.y); });
+    return model->parameters().front().detach().cpu();
+  };
+  CHECK(at::allclose(step("ddp"), step("none"), 0, 1e-6));
+}

@@ -93,7 +93,8 @@ say "built"
 
 # --- 4. The CUDA tests ------------------------------------------------------------------------
 # [cuda]: fp16 + GradScaler, bf16, CUDA memory statistics, a whole `frugal train` run with
-# checkpointing and resume on the GPU, checkpointing's CUDA generator replay; plus the CPU
+# checkpointing and resume on the GPU, checkpointing's CUDA generator replay, NCCL at world 1
+# (collectives and a DDP step); plus the CPU
 # strategy tests, which must still pass on this machine's build.
 tests_ok=1
 for tags in "[cuda]" "[checkpointing],[precision],[composition]"; do
