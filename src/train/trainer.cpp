@@ -283,6 +283,8 @@ TrainResult Trainer::run() {
   Progress progress(s.main ? cfg.train.progress : "none", s.engine->steps_done(), max_steps,
                     cfg.train.log_every);
   s.model->train();
+  int64_t last_record_step = s.engine->steps_done();
+  if (s.comm) s.comm->reset_traffic();  // setup's broadcasts are not a step's traffic
   while (s.engine->steps_done() < max_steps) {
     Batch batch = s.loader->next().to(device, /*non_blocking=*/true);
     StepStats st = s.engine->step(batch, s.loss_fn());
@@ -323,8 +325,22 @@ TrainResult Trainer::run() {
       record["host_rss_bytes"] = mem.host_rss;
       record["host_rss_peak_bytes"] = mem.host_rss_peak;
       run_peak = std::max(run_peak, mem.allocated_peak);
+      if (s.comm) {
+        // What this rank's collectives moved per step since the previous record (the
+        // training step's own: the record's gathering below is not counted).
+        int64_t sent = 0, payload = 0;
+        for (const auto& [op, t] : s.comm->traffic()) {
+          sent += t.sent_bytes;
+          payload += t.payload_bytes;
+        }
+        const int64_t steps = std::max<int64_t>(1, st.step - last_record_step);
+        record["comm_sent_bytes_per_step"] = sent / steps;
+        record["comm_payload_bytes_per_step"] = payload / steps;
+      }
       if (rank_metrics) rank_metrics->write(record.dump());
       if (s.comm && s.comm->size() > 1) add_rank_figures(*s.comm, record, st.seconds, mem);
+      if (s.comm) s.comm->reset_traffic();
+      last_record_step = st.step;
       if (metrics) metrics->write(record.dump());
       memory::reset_peaks(device);
     }

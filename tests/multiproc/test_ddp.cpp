@@ -148,6 +148,11 @@ TEST_CASE("rank 0's metrics carry every rank's step time and memory; ranks can l
     CHECK(j.at("rank_mem_allocated_peak_bytes").size() == 2);
     CHECK(j.at("rank_mem_allocated_peak_bytes")[1].get<int64_t>() > 0);
   }
+  // Traffic per step at 2 ranks (ring factor 2 (N-1)/N = 1): the fp32 gradients once, plus
+  // the two fp64 scalars (target count, loss); the gathering of these figures is not counted.
+  int64_t psi = 0;
+  for (const auto& [name, t] : final_params(dir.path(), "m")) psi += t.numel();
+  CHECK(job.back().at("comm_sent_bytes_per_step").get<int64_t>() == 4 * psi + 16);
   for (int rank : {0, 1}) {
     const auto own = records(dir / "m" / ("metrics.rank" + std::to_string(rank) + ".jsonl"));
     REQUIRE(own.size() == 6);
