@@ -108,6 +108,7 @@ void for_each_field(C& c, Visit&& visit) {
   visit("memory", "empty_cache_every", c.memory.empty_cache_every);
   visit("memory", "budget", byte_count(c.memory.budget));
   visit("memory", "record_history", c.memory.record_history);
+  visit("memory", "host_allocator", c.memory.host_allocator);
 
   visit("distributed", "backend", c.distributed.backend);
   visit("distributed", "timeout_s", c.distributed.timeout_s);

@@ -18,6 +18,7 @@
 #include "frugal/io/atomic_file.h"
 #include "frugal/io/checkpoint.h"
 #include "frugal/memory/cpu_tracking.h"
+#include "frugal/memory/host_allocator.h"
 #include "frugal/memory/stats.h"
 #include "frugal/models/gpt.h"
 #include "frugal/models/registry.h"
@@ -193,6 +194,7 @@ TrainResult Trainer::run() {
   const Config& cfg = s.cfg;
   if (cfg.run.threads > 0) at::set_num_threads(static_cast<int>(cfg.run.threads));
   // Every CPU tensor byte is counted from here on (memory figures in metrics, budgets).
+  memory::tune_host_allocator(cfg.memory.host_allocator);
   memory::install_cpu_tracking();
   memory::set_cpu_budget(cfg.memory.budget);
 

@@ -225,6 +225,7 @@ TEST_CASE("config nested: to_yaml writes sub-sections as nested maps and reads t
         "  empty_cache_every: 0\n"
         "  budget: 0\n"
         "  record_history: false\n"
+        "  host_allocator: \"tuned\"\n"
         "distributed:\n";
     INFO(text);
     CHECK(text.find(expected) != std::string::npos);
@@ -236,7 +237,7 @@ TEST_CASE("config nested: to_yaml writes sub-sections as nested maps and reads t
     c.strategy.accumulation = 3;
     c.strategy.checkpointing = {"selective", 5, {"mlp", "attn", "mlp"}};
     c.strategy.sharding = {"ddp", 0.5};
-    c.memory = {7, 9, INT64_MAX, true};
+    c.memory = {7, 9, INT64_MAX, true, "system"};
     const std::string text = frugal::to_yaml(c);
     INFO(text);
     CHECK(text.find("  budget: 9223372036854775807\n") != std::string::npos);  // bytes
@@ -256,6 +257,7 @@ TEST_CASE("config nested: to_yaml writes sub-sections as nested maps and reads t
     CHECK(back.memory.budget == INT64_MAX);
     CHECK(back.memory.record_history);
     CHECK(back.strategy.sharding.mode == "ddp");
+    CHECK(back.memory.host_allocator == "system");
     CHECK(back.strategy.sharding.bucket_mb == 0.5);
   }
 }

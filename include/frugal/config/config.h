@@ -137,6 +137,7 @@ struct MemoryConfig {
   int64_t empty_cache_every = 0;  // return cached CUDA blocks every N steps (0 = never)
   int64_t budget = 0;             // bytes (YAML also takes "2GiB", "512MiB"); CPU runs enforce it
   bool record_history = false;    // CUDA allocator history for PyTorch's memory viewer
+  std::string host_allocator = "tuned";  // tuned | system (glibc malloc thresholds)
 };
 
 struct DistributedConfig {

@@ -1,0 +1,42 @@
+// memory.host_allocator: `tuned` keeps activation-sized blocks in glibc's heap for reuse
+// instead of an mmap / munmap per allocation. (Each CTest case is its own process, so the
+// malloc settings of one case do not reach another.)
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+#include "frugal/memory/host_allocator.h"
+#include "frugal/util/error.h"
+
+#if defined(__GLIBC__)
+namespace {
+// Bytes glibc currently holds in mmapped blocks after allocating (and touching) 8 MiB.
+size_t mmapped_while_holding_8mib() {
+  void* p = std::malloc(8 << 20);
+  static_cast<volatile char*>(p)[0] = 1;
+  const size_t held = mallinfo2().hblkhd;
+  std::free(p);
+  return held;
+}
+}  // namespace
+
+TEST_CASE("the tuned host allocator serves 8 MiB blocks from the heap", "[unit][memory]") {
+  frugal::memory::tune_host_allocator("tuned");
+  CHECK(mmapped_while_holding_8mib() < (8u << 20));
+}
+
+TEST_CASE("the system host allocator leaves glibc's mmap of large blocks", "[unit][memory]") {
+  frugal::memory::tune_host_allocator("system");
+  // A fresh process: glibc's first threshold is 128 KiB, so 8 MiB comes from mmap.
+  CHECK(mmapped_while_holding_8mib() >= (8u << 20));
+}
+#endif
+
+TEST_CASE("an unknown host allocator policy names the key", "[unit][memory][bad_input]") {
+  CHECK_THROWS_WITH(frugal::memory::tune_host_allocator("jemalloc"),
+                    "memory.host_allocator: unknown policy 'jemalloc' (expected tuned or system)");
+}
