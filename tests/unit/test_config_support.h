@@ -14,48 +14,22 @@
 #include <vector>
 
 #include "frugal/util/error.h"
+#include "support/helpers.h"
 
 namespace frugal_test {
 
-// A fresh folder under the system temp dir, removed with everything in it.
-class ConfigDir {
+// A scratch folder (frugal::test::TempDir) to write config files into.
+class ConfigDir : public frugal::test::TempDir {
  public:
-  ConfigDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("frugal-config-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    remove_tree(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~ConfigDir() { remove_tree(path_); }
-  ConfigDir(const ConfigDir&) = delete;
-  ConfigDir& operator=(const ConfigDir&) = delete;
-
+  ConfigDir() : frugal::test::TempDir("frugal-config") {}
   // Writes `text` to <dir>/<name> (folders created) and returns the full path.
   std::string write(const std::string& name, const std::string& text) const {
-    const auto file = path_ / name;
+    const auto file = path() / name;
     std::filesystem::create_directories(file.parent_path());
     std::ofstream(file) << text;
     return file.string();
   }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  // Not std::filesystem::remove_all: libtorch.so exports its own copy of std::filesystem, which
-  // wins symbol resolution in binaries linked with torch, and its remove_all crashes (SIGSEGV)
-  // on a non-empty folder. remove() and directory_iterator are fine.
-  static void remove_tree(const std::filesystem::path& path) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(std::filesystem::symlink_status(path, ec))) {
-      std::vector<std::filesystem::path> children;
-      for (const auto& entry : std::filesystem::directory_iterator(path, ec))
-        children.push_back(entry.path());
-      for (const auto& child : children) remove_tree(child);
-    }
-    std::filesystem::remove(path, ec);
-  }
-
-  std::filesystem::path path_;
+  std::string operator/(const std::string& name) const { return (path() / name).string(); }
 };
 
 // what() of the frugal::Error that `f` throws; otherwise a text saying what happened instead,

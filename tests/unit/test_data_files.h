@@ -5,7 +5,6 @@
 
 #include <ATen/ATen.h>
 #include <dirent.h>
-#include <ftw.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,31 +17,19 @@
 #include <vector>
 
 #include "frugal/util/error.h"
+#include "support/helpers.h"
 
 namespace frugal::test::data {
 
-// A fresh directory under $TMPDIR (or /tmp), removed with everything in it.
-class TempDir {
+// A scratch directory (frugal::test::TempDir) addressed by strings, as the data API takes.
+class TempDir : public frugal::test::TempDir {
  public:
-  TempDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/frugal-data-XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    auto remove = [](const char* path, const struct stat*, int, struct FTW*) {
-      return std::remove(path);
-    };
-    ::nftw(path_.c_str(), remove, 16, FTW_DEPTH | FTW_PHYS);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& str() const { return path_; }
+  TempDir() : frugal::test::TempDir("frugal-data"), str_(path().string()) {}
+  std::string operator/(const std::string& name) const { return str_ + "/" + name; }
+  const std::string& str() const { return str_; }
 
  private:
-  std::string path_;
+  std::string str_;
 };
 
 inline void make_dir(const std::string& path) { ::mkdir(path.c_str(), 0755); }

@@ -12,44 +12,23 @@
 #include <string>
 #include <vector>
 
-#include "frugal/io/remove_tree.h"
+#include "support/helpers.h"
 
 namespace frugal::io::test {
 
-// A fresh directory under the system temp folder, removed with everything in it at scope exit.
-class TempDir {
+// A scratch directory (frugal::test::TempDir) that can also list what it holds.
+class TempDir : public frugal::test::TempDir {
  public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            fmt::format("frugal-io-test-{}-{}", static_cast<long>(::getpid()), counter++);
-    frugal::io::remove_tree(path_);
-    std::filesystem::create_directories(path_);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  // Not std::filesystem::remove_all: see frugal/io/remove_tree.h.
-  ~TempDir() {
-    try {
-      frugal::io::remove_tree(path_);
-    } catch (...) {
-    }
-  }
-  const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-
+  TempDir() : frugal::test::TempDir("frugal-io-test") {}
   // Names of the entries directly inside, sorted (to check no temp file was left behind).
   std::vector<std::string> list() const {
     std::vector<std::string> names;
-    for (const auto& e : std::filesystem::directory_iterator(path_)) {
+    for (const auto& e : std::filesystem::directory_iterator(path())) {
       names.push_back(e.path().filename().string());
     }
     std::sort(names.begin(), names.end());
     return names;
   }
-
- private:
-  std::filesystem::path path_;
 };
 
 // The values' bytes in row-major order, computed apart from the io code under test.
