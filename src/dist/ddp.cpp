@@ -18,7 +18,6 @@ struct DataParallel::State {
     at::Tensor flat;             // every parameter's gradient, back to back
     int64_t size = 0;            // parameters in it
     int64_t ready = 0;           // of them, gradients final in this backward
-    bool launched = false;
     Work work;
   };
   std::shared_ptr<Communicator> comm;
@@ -41,7 +40,6 @@ struct DataParallel::State {
       Bucket& b = buckets[next_launch];
       if (!force && b.ready < b.size) break;
       b.work = comm->all_reduce(b.flat, Reduce::kSum, /*async=*/true);
-      b.launched = true;
       if (in_backward) ++launched_in_backward;
       ++next_launch;
     }
@@ -65,7 +63,6 @@ struct DataParallel::State {
     std::fill(reported.begin(), reported.end(), 0);
     for (Bucket& b : buckets) {
       b.ready = 0;
-      b.launched = false;
     }
     next_launch = 0;
   }

@@ -59,45 +59,49 @@ std::string first_slurm_host(const std::string& nodelist) {
   return first.substr(0, open) + range.substr(0, end);
 }
 
+// Each launcher's variables, in order of precedence. A launcher counts when its rank and size
+// are both set; a missing local rank defaults to the rank (one node), except under Slurm,
+// whose SLURM_LOCALID is always set by srun.
+struct LauncherVars {
+  const char* launcher;
+  const char* rank;
+  const char* size;
+  const char* local_rank;
+  const char* local_size;  // null: derived below
+};
+constexpr LauncherVars kLaunchers[] = {
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+    {"mpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr},
+};
+
 RankInfo rank_info_from_env(const EnvLookup& getenv) {
   const EnvLookup get = getenv ? getenv : EnvLookup(process_env);
   const Reader r{get};
   RankInfo info;
   std::string rank_var = "RANK", size_var = "WORLD_SIZE";
-  if (get("RANK") && get("WORLD_SIZE")) {
-    info.launcher = "torchrun";
-    info.rank = *r.num("RANK", 0);
-    info.world_size = *r.num("WORLD_SIZE", 1);
-    info.local_rank = r.num("LOCAL_RANK", 0).value_or(info.rank);
-    info.local_world_size = r.num("LOCAL_WORLD_SIZE", 1).value_or(info.world_size);
+  for (const LauncherVars& v : kLaunchers) {
+    if (!get(v.rank) || !get(v.size)) continue;
+    const bool slurm = std::string(v.launcher) == "slurm";
+    info.launcher = v.launcher;
+    rank_var = v.rank, size_var = v.size;
+    info.rank = *r.num(v.rank, 0);
+    info.world_size = *r.num(v.size, 1);
+    info.local_rank = r.num(v.local_rank, 0).value_or(slurm ? 0 : info.rank);
+    info.local_world_size =
+        v.local_size ? r.num(v.local_size, 1).value_or(info.world_size) : info.world_size;
+    break;
+  }
+  if (info.launcher == "torchrun") {
     const auto agent = get("TORCHELASTIC_USE_AGENT_STORE");
     info.agent_store = agent && (*agent == "True" || *agent == "true" || *agent == "1");
-  } else if (get("OMPI_COMM_WORLD_RANK") && get("OMPI_COMM_WORLD_SIZE")) {
-    info.launcher = "mpi";
-    rank_var = "OMPI_COMM_WORLD_RANK", size_var = "OMPI_COMM_WORLD_SIZE";
-    info.rank = *r.num(rank_var, 0);
-    info.world_size = *r.num(size_var, 1);
-    info.local_rank = r.num("OMPI_COMM_WORLD_LOCAL_RANK", 0).value_or(info.rank);
-    info.local_world_size = r.num("OMPI_COMM_WORLD_LOCAL_SIZE", 1).value_or(info.world_size);
-  } else if (get("PMI_RANK") && get("PMI_SIZE")) {
-    info.launcher = "pmi";
-    rank_var = "PMI_RANK", size_var = "PMI_SIZE";
-    info.rank = *r.num(rank_var, 0);
-    info.world_size = *r.num(size_var, 1);
-    info.local_rank = r.num("MPI_LOCALRANKID", 0).value_or(info.rank);
-    info.local_world_size = r.num("MPI_LOCALNRANKS", 1).value_or(info.world_size);
-  } else if (get("SLURM_PROCID") && get("SLURM_NTASKS")) {
-    info.launcher = "slurm";
-    rank_var = "SLURM_PROCID", size_var = "SLURM_NTASKS";
-    info.rank = *r.num(rank_var, 0);
-    info.world_size = *r.num(size_var, 1);
-    info.local_rank = r.num("SLURM_LOCALID", 0).value_or(0);
+  } else if (info.launcher == "slurm") {
     // SLURM_NTASKS_PER_NODE may read "4" or "4(x2)": the leading number is this node's count.
     if (auto per_node = get("SLURM_NTASKS_PER_NODE")) {
       info.local_world_size = to_int("SLURM_NTASKS_PER_NODE",
                                      per_node->substr(0, per_node->find('(')), 1);
-    } else {
-      info.local_world_size = info.world_size;
     }
     auto nodes = get("SLURM_JOB_NODELIST");
     if (!nodes) nodes = get("SLURM_NODELIST");

@@ -75,7 +75,7 @@ StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
 
   // 1. Forward (under the precision's autocast) and backward over the micro-batches;
   //    gradients accumulate in .grad.
-  double loss_sum = 0.0;
+  at::Tensor loss_sum;  // summed on the device: one host sync per step, not one per micro-step
   const std::vector<Batch> micro_batches = split_batch(batch, options_.strategy.accumulation);
   const auto k = static_cast<int64_t>(micro_batches.size());
   for (int64_t i = 0; i < k; ++i) {
@@ -87,10 +87,10 @@ StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
       loss = loss_sum_fn(micro) / step_targets;
     }
     precision_.scale_loss(loss).backward();
-    loss_sum += loss.detach().item<double>();
+    loss_sum = loss_sum.defined() ? loss_sum + loss.detach() : loss.detach();
   }
   sharding_->finish_gradients();
-  stats.loss = sharding_->sum_across_ranks(loss_sum);
+  stats.loss = sharding_->sum_across_ranks(loss_sum.item<double>());
 
   // 2. Unscale once (fp16), then the global gradient norm and clipping.
   const bool found_inf = precision_.unscale(params_);

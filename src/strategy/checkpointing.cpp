@@ -147,8 +147,8 @@ void register_checkpointing_policy(const std::string& name, CheckpointingPolicy 
   if (name.empty() || !policy) throw std::invalid_argument("register_checkpointing_policy: empty");
   {
     std::lock_guard<std::mutex> lock(policies_mutex());
-    if (name == "none" || name == "full" || name == "every_k" || name == "selective") {
-      throw Error("register_checkpointing_policy: '" + name + "' is built in");
+    if (policies().count(name) != 0) {
+      throw Error("register_checkpointing_policy: '" + name + "' is already a policy");
     }
     policies()[name] = std::move(policy);
   }

@@ -27,12 +27,12 @@ std::map<std::string, PrecisionSpec>& specs() {
 }  // namespace
 
 void register_precision(const std::string& name, const PrecisionSpec& spec) {
-  if (name == "fp32" || name == "bf16-mixed" || name == "fp16-mixed" || name.empty()) {
-    throw Error("register_precision: '" + name + "' is built in or empty");
-  }
+  if (name.empty()) throw Error("register_precision: empty name");
   {
     std::lock_guard<std::mutex> lock(specs_mutex());
-    specs()[name] = spec;
+    if (!specs().emplace(name, spec).second) {
+      throw Error("register_precision: '" + name + "' is already a precision");
+    }
   }
   register_strategy_name("strategy.precision", name);
 }

@@ -171,13 +171,14 @@ void add_rank_figures(dist::Communicator& comm, json& record, double seconds,
                                at::TensorOptions(comm.device()).dtype(at::kDouble));
   at::Tensor all = at::empty({3 * comm.size()}, mine.options());
   comm.all_gather(all, mine);
-  all = all.cpu().view({comm.size(), 3});
+  all = all.cpu().contiguous();
+  const double* v = all.const_data_ptr<double>();  // (size, 3), row per rank
   std::vector<double> times;
   std::vector<int64_t> allocated, rss;
   for (int r = 0; r < comm.size(); ++r) {
-    times.push_back(all[r][0].item<double>());
-    allocated.push_back(static_cast<int64_t>(all[r][1].item<double>()));
-    rss.push_back(static_cast<int64_t>(all[r][2].item<double>()));
+    times.push_back(v[3 * r]);
+    allocated.push_back(static_cast<int64_t>(v[3 * r + 1]));
+    rss.push_back(static_cast<int64_t>(v[3 * r + 2]));
   }
   record["rank_step_time_s"] = times;
   record["rank_mem_allocated_peak_bytes"] = allocated;

@@ -30,8 +30,8 @@ class Unit;
 // every_k: {""} when index % k == 0; selective: cfg.targets).
 using CheckpointingPolicy = std::function<std::vector<std::string>(
     int64_t index, int64_t count, const CheckpointingConfig& cfg)>;
-// Makes `name` a valid strategy.checkpointing.policy, in YAML and in code; built-in names
-// cannot be replaced.
+// Makes `name` a valid strategy.checkpointing.policy, in YAML and in code; a name already
+// taken (built in or registered) is a frugal::Error.
 void register_checkpointing_policy(const std::string& name, CheckpointingPolicy policy);
 
 // The name checkpointing's wrapper has on a Unit (Unit::has_wrapper).

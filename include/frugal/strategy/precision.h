@@ -31,8 +31,8 @@ struct PrecisionSpec {
 };
 
 // Makes `name` a valid strategy.precision (in YAML and for Precision's constructor), e.g.
-// register_precision("fp16-mixed-unscaled", {true, at::kHalf, false}). Built-in names cannot
-// be replaced.
+// register_precision("fp16-mixed-unscaled", {true, at::kHalf, false}). A name already taken
+// (built in or registered) is a frugal::Error.
 void register_precision(const std::string& name, const PrecisionSpec& spec);
 
 class Precision {
