@@ -2,8 +2,10 @@
 
 #include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "frugal/dist/sharded_state.h"
 #include "frugal/io/checkpoint.h"
 #include "frugal/io/pt_export.h"
 #include "frugal/io/safetensors.h"
@@ -29,6 +31,27 @@ fs::path resolve_checkpoint(const fs::path& source) {
                           source.string()));
 }
 
+// A sharded checkpoint's whole weights: every rank's shards put back together by parameter
+// name (the layout in meta.json), then what was saved unsharded (buffers, frozen parameters).
+NamedTensors consolidate(const fs::path& dir, const Checkpoint& ckpt) {
+  const std::string what = (dir / "meta.json").string();
+  nlohmann::json meta;
+  try {
+    meta = nlohmann::json::parse(ckpt.meta_json);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: corrupt ({})", what, e.what()));
+  }
+  if (!meta.contains("sharding")) throw Error(what + ": a sharded checkpoint without its layout");
+  const dist::ShardLayout layout = dist::layout_from_json(meta["sharding"].dump(), what);
+  const auto whole = dist::unshard(layout, ckpt.shards, "param");
+  NamedTensors out;
+  for (const auto& flat : layout.flats) {
+    for (const auto& name : flat.names) out.emplace_back(name, whole.at(name).contiguous());
+  }
+  out.insert(out.end(), ckpt.model.begin(), ckpt.model.end());
+  return out;
+}
+
 }  // namespace
 
 void add_export(CLI::App& app, Action& run) {
@@ -48,12 +71,13 @@ void add_export(CLI::App& app, Action& run) {
       }
       const fs::path ckpt_dir = resolve_checkpoint(args->source);
       Checkpoint ckpt = load_checkpoint(ckpt_dir);
+      const NamedTensors tensors = ckpt.shard_world > 0 ? consolidate(ckpt_dir, ckpt) : ckpt.model;
       if (args->format == "pt") {
-        io::write_pt(out, ckpt.model);
+        io::write_pt(out, tensors);
       } else {
-        io::write_safetensors(out, ckpt.model, {{"format", "pt"}, {"source", ckpt_dir.string()}});
+        io::write_safetensors(out, tensors, {{"format", "pt"}, {"source", ckpt_dir.string()}});
       }
-      std::cout << fmt::format("wrote {} tensors from {} to {}\n", ckpt.model.size(),
+      std::cout << fmt::format("wrote {} tensors from {} to {}\n", tensors.size(),
                                ckpt_dir.string(), out.string());
       return 0;
     };

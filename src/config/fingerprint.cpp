@@ -19,8 +19,14 @@ std::string config_fingerprint(const Config& config) {
   const std::string text =
       config_detail::dump(config, [](std::string_view section, std::string_view key) {
         if (section == "model") return key != "size";
-        if (section == "data") return key != "num_workers" && key != "pin_memory";
-        if (section == "strategy.checkpointing") return false;
+        // How a step's global batch is cut (micro-batches x accumulation x ranks) does not
+        // change what is computed: the trainer checks the global batch itself at resume.
+        if (section == "data") {
+          return key != "num_workers" && key != "pin_memory" && key != "micro_batch_size";
+        }
+        if (section == "strategy" && key == "accumulation") return false;
+        // Neither changes what is computed; sharded checkpoints reshard across zero modes.
+        if (section == "strategy.checkpointing" || section == "strategy.sharding") return false;
         // By top-level section, so a sub-section added later is hashed with its parent.
         const std::string_view top = section.substr(0, section.find('.'));
         return top == "model" || top == "data" || top == "optim" || top == "schedule" ||

@@ -103,6 +103,12 @@ void for_each_field(C& c, Visit&& visit) {
   visit("strategy.checkpointing", "targets", c.strategy.checkpointing.targets);
   visit("strategy.sharding", "mode", c.strategy.sharding.mode);
   visit("strategy.sharding", "bucket_mb", c.strategy.sharding.bucket_mb);
+  visit("strategy.sharding", "wrap", c.strategy.sharding.wrap);
+  visit("strategy.sharding", "unit_mb", c.strategy.sharding.unit_mb);
+  visit("strategy.sharding", "param_dtype", c.strategy.sharding.param_dtype);
+  visit("strategy.sharding", "reduce_dtype", c.strategy.sharding.reduce_dtype);
+  visit("strategy.sharding", "prefetch", c.strategy.sharding.prefetch);
+  visit("strategy.sharding", "accumulate_sharded", c.strategy.sharding.accumulate_sharded);
 
   visit("memory", "monitor_every", c.memory.monitor_every);
   visit("memory", "empty_cache_every", c.memory.empty_cache_every);

@@ -17,7 +17,7 @@ std::map<std::string, std::vector<std::string>, std::less<>>& names() {
   static std::map<std::string, std::vector<std::string>, std::less<>> n = {
       {"strategy.precision", {"fp32", "bf16-mixed", "fp16-mixed"}},
       {"strategy.checkpointing.policy", {"none", "full", "every_k", "selective"}},
-      {"strategy.sharding.mode", {"none", "ddp"}},
+      {"strategy.sharding.mode", {"none", "ddp", "zero1", "zero2", "zero3"}},
   };
   return n;
 }

@@ -200,6 +200,12 @@ void check_strategy(const Checker& c, const StrategyConfig& s) {
   check_checkpointing(c, s.checkpointing);
   c.one_of(s.sharding.mode, strategy_names("strategy.sharding.mode"), "strategy.sharding.mode");
   c.positive(s.sharding.bucket_mb, "strategy.sharding.bucket_mb");
+  c.one_of(s.sharding.wrap, {"block", "size"}, "strategy.sharding.wrap");
+  c.positive(s.sharding.unit_mb, "strategy.sharding.unit_mb");
+  c.one_of(s.sharding.param_dtype, {"auto", "fp32", "bf16", "fp16"}, "strategy.sharding.param_dtype");
+  c.one_of(s.sharding.reduce_dtype, {"auto", "fp32", "bf16", "fp16"},
+           "strategy.sharding.reduce_dtype");
+  c.at_least<int64_t>(s.sharding.prefetch, 0, "strategy.sharding.prefetch");
 }
 
 void check_memory(const Checker& c, const MemoryConfig& m) {

@@ -1,6 +1,7 @@
 #include "frugal/dist/communicator.h"
 
 #include <ATen/Context.h>
+#include <ATen/ops/full.h>
 #include <fmt/format.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -49,6 +50,12 @@ Work Communicator::all_gather(at::Tensor& output, const at::Tensor& input, bool 
   Work w = do_all_gather(output, input);
   if (!async) w.wait();
   return w;
+}
+
+double all_reduce_scalar(Communicator& comm, double v, Reduce op) {
+  at::Tensor t = at::full({1}, v, at::TensorOptions(comm.device()).dtype(at::kDouble));
+  comm.all_reduce(t, op);
+  return t.item<double>();
 }
 
 Work Communicator::reduce_scatter(at::Tensor& output, const at::Tensor& input, bool async) {

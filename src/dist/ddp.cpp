@@ -77,7 +77,8 @@ DataParallel::DataParallel(std::shared_ptr<Communicator> comm, double bucket_mb)
 
 DataParallel::~DataParallel() = default;
 
-void DataParallel::setup(torch::nn::Module& model) {
+void DataParallel::setup(const ShardingSetup& setup) {
+  torch::nn::Module& model = setup.model;
   State& s = *state_;
   if (!s.params.empty()) throw std::logic_error("DataParallel::setup called twice");
   torch::NoGradGuard no_grad;
@@ -164,11 +165,7 @@ void DataParallel::finish_gradients() {
   for (auto& b : s.buckets) b.work.wait();
 }
 
-double DataParallel::sum_across_ranks(double v) {
-  at::Tensor t = at::full({1}, v, at::TensorOptions(comm_->device()).dtype(at::kDouble));
-  comm_->all_reduce(t);
-  return t.item<double>();
-}
+double DataParallel::sum_across_ranks(double v) { return all_reduce_scalar(*comm_, v); }
 
 void DataParallel::zero_grad(torch::optim::Optimizer& optimizer) {
   (void)optimizer;  // every trained parameter's gradient is a view into a bucket

@@ -44,8 +44,10 @@ void Engine::setup(std::shared_ptr<torch::nn::Module> model,
   model_ = std::move(model);
   optimizer_ = std::move(optimizer);
   schedule_ = std::move(schedule);
-  params_ = model_->parameters();
-  if (!params_.empty()) device_ = params_.front().device();
+  for (const auto& p : model_->parameters()) {
+    device_ = p.device();
+    break;
+  }
 
   // Model transforms, in the order GUIDE.md §2 fixes: checkpointing first (innermost).
   if (block_lists_.empty()) {
@@ -61,7 +63,12 @@ void Engine::setup(std::shared_ptr<torch::nn::Module> model,
   }
   // Then sharding, outside checkpointing.
   if (!sharding_) sharding_ = make_sharding(options_.strategy.sharding, comm_);
-  sharding_->setup(*model_);
+  sharding_->setup(ShardingSetup{*model_, *optimizer_, block_lists_});
+  // What the optimizer steps: the model's parameters, or this rank's shards of them.
+  params_.clear();
+  for (const auto& group : optimizer_->param_groups()) {
+    params_.insert(params_.end(), group.params().begin(), group.params().end());
+  }
 }
 
 StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
@@ -93,7 +100,9 @@ StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
   stats.loss = sharding_->sum_across_ranks(loss_sum.item<double>());
 
   // 2. Unscale once (fp16), then the global gradient norm and clipping.
-  const bool found_inf = precision_.unscale(params_);
+  // Sharded ranks see different gradients: they agree on one verdict (and the scaler too).
+  const bool found_inf = sharding_->any_across_ranks(precision_.unscale(params_));
+  precision_.set_found_inf(found_inf);
   stats.grad_norm = std::sqrt(sharding_->grad_norm_squared(params_).item<double>());
   const bool finite = !found_inf && std::isfinite(stats.grad_norm);
   if (finite && options_.clip_grad_norm > 0.0) {
@@ -109,6 +118,7 @@ StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
   } else {
     stats.skipped = true;
   }
+  sharding_->after_optimizer_step(finite);
   precision_.update();
   sharding_->zero_grad(*optimizer_);
   ++steps_done_;

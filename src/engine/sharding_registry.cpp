@@ -8,6 +8,7 @@
 
 #include "frugal/config/strategy_names.h"
 #include "frugal/dist/ddp.h"
+#include "frugal/dist/fsdp.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
@@ -16,6 +17,21 @@ namespace {
 std::mutex& registry_mutex() {
   static std::mutex m;
   return m;
+}
+
+std::shared_ptr<dist::Communicator> need_comm(const ShardingConfig& cfg,
+                                              std::shared_ptr<dist::Communicator> comm) {
+  if (!comm) {
+    throw Error(fmt::format("strategy.sharding.mode: {} needs the job's communicator: pass "
+                            "frugal::dist::init_from_env(cfg.distributed) to the Engine",
+                            cfg.mode));
+  }
+  return comm;
+}
+
+std::shared_ptr<Sharding> make_fsdp(const ShardingConfig& cfg,
+                                    std::shared_ptr<dist::Communicator> comm) {
+  return std::make_shared<dist::FullyShardedDataParallel>(need_comm(cfg, std::move(comm)), cfg);
 }
 
 std::map<std::string, ShardingFactory>& registry() {
@@ -32,12 +48,12 @@ std::map<std::string, ShardingFactory>& registry() {
        }},
       {"ddp",
        [](const ShardingConfig& cfg, std::shared_ptr<dist::Communicator> comm) {
-         if (!comm) {
-           throw Error("strategy.sharding.mode: ddp needs the job's communicator: pass "
-                       "frugal::dist::init_from_env(cfg.distributed) to the Engine");
-         }
-         return std::make_shared<dist::DataParallel>(std::move(comm), cfg.bucket_mb);
+         return std::make_shared<dist::DataParallel>(need_comm(cfg, std::move(comm)),
+                                                     cfg.bucket_mb);
        }},
+      {"zero1", make_fsdp},
+      {"zero2", make_fsdp},
+      {"zero3", make_fsdp},
   };
   return factories;
 }

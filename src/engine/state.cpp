@@ -15,9 +15,10 @@
 
 namespace frugal {
 
-NamedTensors module_state(const torch::nn::Module& module) {
+NamedTensors module_state(const torch::nn::Module& module, const std::set<std::string>& skip) {
   NamedTensors out;
   for (const auto& p : module.named_parameters(/*recurse=*/true)) {
+    if (skip.count(p.key()) != 0) continue;
     out.emplace_back(p.key(), p.value().detach().cpu().contiguous().clone());
   }
   for (const auto& b : module.named_buffers(/*recurse=*/true)) {
@@ -27,7 +28,7 @@ NamedTensors module_state(const torch::nn::Module& module) {
 }
 
 void load_module_state(torch::nn::Module& module, const NamedTensors& state,
-                       const std::string& what) {
+                       const std::string& what, const std::set<std::string>& skip) {
   std::map<std::string, at::Tensor> given(state.begin(), state.end());
   torch::NoGradGuard no_grad;
   auto copy_in = [&](const std::string& name, at::Tensor& dst) {
@@ -42,7 +43,9 @@ void load_module_state(torch::nn::Module& module, const NamedTensors& state,
     dst.copy_(src);
     given.erase(it);
   };
-  for (auto& p : module.named_parameters(true)) copy_in(p.key(), p.value());
+  for (auto& p : module.named_parameters(true)) {
+    if (skip.count(p.key()) == 0) copy_in(p.key(), p.value());
+  }
   for (auto& b : module.named_buffers(true)) copy_in(b.key(), b.value());
   if (!given.empty()) {
     throw Error(fmt::format("{}: unexpected tensor '{}' (not in the model)", what,

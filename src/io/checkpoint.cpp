@@ -70,28 +70,39 @@ std::optional<fs::path> latest_checkpoint(const fs::path& dir) {
   return all.back();
 }
 
-fs::path save_checkpoint(const fs::path& dir, const Checkpoint& ckpt, int64_t keep_last) {
-  fs::create_directories(dir);
-  const fs::path final_dir = dir / step_name(ckpt.step);
+namespace {
+
+fs::path final_dir_for(const fs::path& dir, int64_t step) {
+  const fs::path final_dir = dir / step_name(step);
   if (fs::exists(final_dir)) {
     throw Error(fmt::format("checkpoint '{}' already exists; refusing to overwrite it",
                             final_dir.string()));
   }
-  const fs::path tmp = dir / fmt::format(".{}.tmp-{}", step_name(ckpt.step), ::getpid());
-  if (fs::exists(tmp)) io::remove_tree(tmp);
-  fs::create_directories(tmp);
+  return final_dir;
+}
+
+fs::path sharded_staging(const fs::path& dir, int64_t step) {
+  // Every rank must find it without talking to the others: no pid in the name.
+  return dir / fmt::format(".{}.tmp-sharded", step_name(step));
+}
+
+// Writes the files and a manifest of them (plus `listed`, already in `tmp`) and publishes
+// `tmp` as the step's checkpoint; then prunes to keep_last. Removes `tmp` on failure.
+fs::path publish(const fs::path& dir, const fs::path& tmp, const Checkpoint& ckpt,
+                 const std::vector<std::pair<std::string, std::string>>& files,
+                 const std::vector<std::string>& listed, int64_t keep_last) {
   try {
-    const std::vector<std::pair<std::string, std::string>> files = {
-        {"model.pt", save_tensors(ckpt.model)},
-        {"optimizer.pt", ckpt.optimizer},
-        {"state.pt", save_tensors(ckpt.state)},
-        {"meta.json", ckpt.meta_json.empty() ? std::string("{}") : ckpt.meta_json},
-    };
+    const fs::path final_dir = final_dir_for(dir, ckpt.step);
     nlohmann::json manifest;
     manifest["format"] = "frugal-checkpoint-1";
     manifest["step"] = ckpt.step;
+    if (ckpt.shard_world > 0) manifest["sharded"] = {{"world_size", ckpt.shard_world}};
     for (const auto& [name, bytes] : files) {
       write_plain(tmp / name, bytes);
+      manifest["files"][name] = {{"bytes", bytes.size()}, {"fnv1a64", fnv1a64_hex(bytes)}};
+    }
+    for (const auto& name : listed) {
+      const std::string bytes = read_file(tmp / name);
       manifest["files"][name] = {{"bytes", bytes.size()}, {"fnv1a64", fnv1a64_hex(bytes)}};
     }
     write_plain(tmp / kManifest, manifest.dump(2));
@@ -109,10 +120,56 @@ fs::path save_checkpoint(const fs::path& dir, const Checkpoint& ckpt, int64_t ke
       io::remove_tree(all[i]);
     }
   }
-  return final_dir;
+  return dir / step_name(ckpt.step);
 }
 
-Checkpoint load_checkpoint(const fs::path& cdir) {
+std::vector<std::pair<std::string, std::string>> common_files(const Checkpoint& ckpt) {
+  return {{"model.pt", save_tensors(ckpt.model)},
+          {"state.pt", save_tensors(ckpt.state)},
+          {"meta.json", ckpt.meta_json.empty() ? std::string("{}") : ckpt.meta_json}};
+}
+
+}  // namespace
+
+std::string shard_file_name(int rank, int world) {
+  return fmt::format("shard-{:05d}-of-{:05d}.pt", rank, world);
+}
+
+fs::path save_checkpoint(const fs::path& dir, const Checkpoint& ckpt, int64_t keep_last) {
+  fs::create_directories(dir);
+  (void)final_dir_for(dir, ckpt.step);
+  const fs::path tmp = dir / fmt::format(".{}.tmp-{}", step_name(ckpt.step), ::getpid());
+  if (fs::exists(tmp)) io::remove_tree(tmp);
+  fs::create_directories(tmp);
+  auto files = common_files(ckpt);
+  files.emplace_back("optimizer.pt", ckpt.optimizer);
+  return publish(dir, tmp, ckpt, files, {}, keep_last);
+}
+
+void begin_sharded_checkpoint(const fs::path& dir, int64_t step) {
+  fs::create_directories(dir);
+  (void)final_dir_for(dir, step);
+  const fs::path tmp = sharded_staging(dir, step);
+  if (fs::exists(tmp)) io::remove_tree(tmp);  // left by a crashed attempt
+  fs::create_directories(tmp);
+}
+
+void write_checkpoint_shard(const fs::path& dir, int64_t step, int rank, int world,
+                            const NamedTensors& shard) {
+  write_plain(sharded_staging(dir, step) / shard_file_name(rank, world), save_tensors(shard));
+}
+
+fs::path publish_sharded_checkpoint(const fs::path& dir, const Checkpoint& ckpt, int world,
+                                    int64_t keep_last) {
+  Checkpoint sharded = ckpt;
+  sharded.shard_world = world;
+  std::vector<std::string> shards;
+  for (int r = 0; r < world; ++r) shards.push_back(shard_file_name(r, world));
+  return publish(dir, sharded_staging(dir, ckpt.step), sharded, common_files(sharded), shards,
+                 keep_last);
+}
+
+Checkpoint load_checkpoint(const fs::path& cdir, std::optional<int> only_shard) {
   const fs::path manifest_path = cdir / kManifest;
   if (!fs::is_directory(cdir)) {
     throw Error(fmt::format("checkpoint '{}': no such checkpoint directory", cdir.string()));
@@ -145,10 +202,23 @@ Checkpoint load_checkpoint(const fs::path& cdir) {
   Checkpoint ckpt;
   ckpt.step = manifest.value("step", int64_t{0});
   ckpt.model = load_tensors(read_checked("model.pt"), (cdir / "model.pt").string());
-  ckpt.optimizer = read_checked("optimizer.pt");
   ckpt.state = load_tensors(read_checked("state.pt"), (cdir / "state.pt").string());
   ckpt.meta_json = read_checked("meta.json");
-  return ckpt;
+  if (!manifest.contains("sharded")) {
+    ckpt.optimizer = read_checked("optimizer.pt");
+    return ckpt;
+  }
+  ckpt.shard_world = manifest["sharded"].value("world_size", 0);
+  if (ckpt.shard_world < 1) {
+    throw Error(fmt::format("{}: sharded with world_size {}", manifest_path.string(),
+                            ckpt.shard_world));
+  }
+  for (int r = 0; r < ckpt.shard_world; ++r) {
+    if (only_shard && *only_shard != r) continue;
+    const std::string name = shard_file_name(r, ckpt.shard_world);
+    ckpt.shards.push_back(load_tensors(read_checked(name), (cdir / name).string()));
+  }
+  return ckpt;  // no shard when only_shard is not one of the writers' ranks
 }
 
 }  // namespace frugal

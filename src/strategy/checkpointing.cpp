@@ -1,13 +1,12 @@
 #include "frugal/strategy/checkpointing.h"
 
-#include <torch/nn/modules/container/modulelist.h>
-
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 
 #include "frugal/config/strategy_names.h"
+#include "frugal/models/blocks.h"
 #include "frugal/models/unit.h"
 #include "frugal/strategy/checkpoint.h"
 #include "frugal/util/error.h"
@@ -19,31 +18,6 @@ namespace {
 using ModulePtr = std::shared_ptr<torch::nn::Module>;
 
 Error fail(const std::string& message) { return Error("checkpointing: " + message); }
-
-// The module at a dotted path below `root` ("blocks", "encoder.layers"), or null.
-ModulePtr module_at(torch::nn::Module& root, const std::string& path) {
-  torch::nn::Module* current = &root;
-  ModulePtr found;
-  size_t start = 0;
-  while (start <= path.size()) {
-    const size_t dot = path.find('.', start);
-    const std::string name = path.substr(start, dot == std::string::npos ? dot : dot - start);
-    const auto children = current->named_children();
-    const ModulePtr* child = children.find(name);
-    if (child == nullptr) return nullptr;
-    found = *child;
-    current = found.get();
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
-  return found;
-}
-
-std::string child_names(const torch::nn::Module& m) {
-  std::string names;
-  for (const auto& item : m.named_children()) names += (names.empty() ? "" : ", ") + item.key();
-  return names.empty() ? "none" : names;
-}
 
 Unit& as_unit(const ModulePtr& m, const std::string& path) {
   auto* unit = dynamic_cast<Unit*>(m.get());
@@ -108,21 +82,17 @@ std::vector<std::pair<std::string, Unit*>> select_units(
   std::vector<std::pair<std::string, Unit*>> units;
   if (cfg.policy == "none") return units;
   const CheckpointingPolicy policy = find_policy(cfg.policy);
+  // Blocks by list, so that `index` and `count` are the position within each list.
+  std::map<std::string, std::vector<Block>> by_list;
+  for (Block& b : list_blocks(model, block_lists, "checkpointing")) {
+    by_list[b.path.substr(0, b.path.rfind('.'))].push_back(std::move(b));
+  }
   for (const std::string& list_name : block_lists) {
-    const ModulePtr list_module = module_at(model, list_name);
-    if (!list_module) {
-      throw fail("the model has no module list '" + list_name +
-                 "' (its children: " + child_names(model) + ")");
-    }
-    auto list = std::dynamic_pointer_cast<torch::nn::ModuleListImpl>(list_module);
-    if (!list) {
-      throw fail("'" + list_name + "' is a " + list_module->name() +
-                 ", not a torch::nn::ModuleList of blocks");
-    }
-    const auto count = static_cast<int64_t>(list->size());
+    const std::vector<Block>& blocks = by_list[list_name];
+    const auto count = static_cast<int64_t>(blocks.size());
     for (int64_t i = 0; i < count; ++i) {
-      const ModulePtr block = list->ptr(i);
-      const std::string path = list_name + "." + std::to_string(i);
+      const ModulePtr& block = blocks[i].module;
+      const std::string& path = blocks[i].path;
       for (const std::string& target : policy(i, count, cfg)) {
         if (target.empty()) {
           units.emplace_back(path, &as_unit(block, path));

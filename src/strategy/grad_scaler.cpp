@@ -57,6 +57,11 @@ bool GradScaler::unscale(const std::vector<at::Tensor>& params) {
   return found_inf_.item<float>() != 0.0f;
 }
 
+void GradScaler::set_found_inf(bool found_inf) {
+  if (!options_.enabled || !unscaled_) return;
+  found_inf_.fill_(found_inf ? 1.0 : 0.0);
+}
+
 bool GradScaler::step(torch::optim::Optimizer& optimizer, const std::vector<at::Tensor>& params) {
   if (!options_.enabled) {
     optimizer.step();

@@ -74,6 +74,10 @@ bool Precision::unscale(const std::vector<at::Tensor>& params) {
   return scaler_ ? scaler_->unscale(params) : false;
 }
 
+void Precision::set_found_inf(bool found_inf) {
+  if (scaler_) scaler_->set_found_inf(found_inf);
+}
+
 void Precision::update() {
   if (scaler_) scaler_->update();
 }

@@ -13,6 +13,8 @@
 #include "frugal/data/loader.h"
 #include "frugal/dist/communicator.h"
 #include "frugal/dist/env.h"
+#include "frugal/dist/fsdp.h"
+#include "frugal/dist/sharded_state.h"
 #include "frugal/engine/device.h"
 #include "frugal/engine/state.h"
 #include "frugal/io/atomic_file.h"
@@ -65,6 +67,7 @@ struct Trainer::Impl {
     DataLoader val_loader(val_data, opts);
     const int64_t batches = std::min(cfg.train.eval_batches, val_loader.batches_per_epoch());
     torch::NoGradGuard no_grad;
+    FullParameters full(engine->sharding());  // zero3: whole parameters for the evaluation
     model->eval();
     double sum = 0.0;
     int64_t count = 0;
@@ -77,31 +80,69 @@ struct Trainer::Impl {
     return count > 0 ? sum / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN();
   }
 
+  // Samples per optimizer step over the whole job: what a resume must keep (the cut into
+  // micro-batches, accumulation and ranks may change).
+  int64_t global_batch() const {
+    return cfg.data.micro_batch_size * cfg.strategy.accumulation * (comm ? comm->size() : 1);
+  }
+
+  // The sharded modes (zero1/2/3) write sharded checkpoints; null for the others.
+  dist::FullyShardedDataParallel* fsdp() {
+    return dynamic_cast<dist::FullyShardedDataParallel*>(&engine->sharding());
+  }
+
   // Data parallel ranks hold the same state: rank 0 writes it, the others wait for it.
+  // Sharded ranks each write their own shard.
   void save(int64_t step) {
-    if (main) write_checkpoint(step);
+    if (auto* f = fsdp()) {
+      write_sharded_checkpoint(*f, step);
+    } else if (main) {
+      Checkpoint ckpt = checkpoint_at(step, {});
+      ckpt.optimizer = optimizer_state(engine->optimizer());
+      ckpt.state = rng_state();
+      for (auto& t : engine->precision().state()) ckpt.state.push_back(std::move(t));
+      last_checkpoint = save_checkpoint(plan.dir / "checkpoints", ckpt, cfg.train.keep_last);
+    }
     last_checkpoint_step = step;
     if (comm) comm->barrier();
   }
 
-  void write_checkpoint(int64_t step) {
+  // What every checkpoint holds: the model's tensors (but `skip`), the scaler, the meta.
+  Checkpoint checkpoint_at(int64_t step, const std::set<std::string>& skip, json extra = {}) {
     Checkpoint ckpt;
     ckpt.step = step;
-    ckpt.model = module_state(*model);
-    ckpt.optimizer = optimizer_state(engine->optimizer());
-    ckpt.state = rng_state();
-    for (auto& t : engine->precision().state()) ckpt.state.push_back(std::move(t));
+    ckpt.model = module_state(*model, skip);
+    ckpt.state = engine->precision().state();
     const LoaderPosition pos = loader->position();
-    ckpt.meta_json = json{{"step", step},
-                          {"data", {{"epoch", pos.epoch}, {"batch", pos.batch}}},
-                          {"fingerprint", config_fingerprint(cfg)},
-                          {"config", to_yaml(cfg)}}
-                         .dump(2);
-    last_checkpoint = save_checkpoint(plan.dir / "checkpoints", ckpt, cfg.train.keep_last);
+    json meta = {{"step", step},
+                 {"data", {{"epoch", pos.epoch}, {"batch", pos.batch}}},
+                 {"global_batch", global_batch()},
+                 {"fingerprint", config_fingerprint(cfg)},
+                 {"config", to_yaml(cfg)}};
+    if (!extra.is_null()) meta.update(extra);
+    ckpt.meta_json = meta.dump(2);
+    return ckpt;
+  }
+
+  void write_sharded_checkpoint(dist::FullyShardedDataParallel& f, int64_t step) {
+    const fs::path dir = plan.dir / "checkpoints";
+    if (main) begin_sharded_checkpoint(dir, step);
+    comm->barrier();
+    NamedTensors shard = f.shard_tensors(engine->optimizer());
+    for (auto& t : rng_state()) shard.push_back(std::move(t));  // each rank draws its own
+    write_checkpoint_shard(dir, step, comm->rank(), comm->size(), shard);
+    comm->barrier();
+    if (main) {
+      const auto names = f.sharded_parameter_names();
+      Checkpoint ckpt = checkpoint_at(step, {names.begin(), names.end()},
+                                      {{"sharding", json::parse(layout_to_json(f.layout()))}});
+      last_checkpoint = publish_sharded_checkpoint(dir, ckpt, comm->size(), cfg.train.keep_last);
+    }
   }
 
   int64_t resume(const fs::path& from) {
-    Checkpoint ckpt = load_checkpoint(from);
+    auto* f = fsdp();
+    Checkpoint ckpt = load_checkpoint(from, f ? std::optional<int>(comm->rank()) : std::nullopt);
     json meta;
     try {
       meta = json::parse(ckpt.meta_json);
@@ -116,9 +157,44 @@ struct Trainer::Impl {
           "strategy settings (fingerprint {} vs {}); restore them or start a new run.name",
           from.string(), theirs, ours));
     }
-    load_module_state(*model, ckpt.model, (from / "model.pt").string());
-    load_optimizer_state(engine->optimizer(), ckpt.optimizer, (from / "optimizer.pt").string());
-    load_rng_state(ckpt.state);
+    const int64_t saved_batch = meta.value("global_batch", global_batch());
+    if (saved_batch != global_batch()) {
+      throw Error(fmt::format(
+          "run.resume: checkpoint '{}' trained on global batches of {} samples, this run's are "
+          "{} (data.micro_batch_size {} x strategy.accumulation {} x {} ranks); keep the product",
+          from.string(), saved_batch, global_batch(), cfg.data.micro_batch_size,
+          cfg.strategy.accumulation, comm ? comm->size() : 1));
+    }
+    if (meta.contains("sharding") != (f != nullptr)) {
+      throw Error(
+          f ? fmt::format("run.resume: checkpoint '{}' is whole (written without sharding); "
+                          "strategy.sharding.mode {} resumes sharded checkpoints only: resume it "
+                          "under none or ddp",
+                          from.string(), cfg.strategy.sharding.mode)
+            : fmt::format("run.resume: checkpoint '{}' is sharded ({} ranks); resume it with "
+                          "strategy.sharding.mode zero1, zero2 or zero3 at any world size, or "
+                          "consolidate it with `frugal export`",
+                          from.string(), ckpt.shard_world));
+    }
+    if (f) {
+      const dist::ShardLayout saved =
+          dist::layout_from_json(meta["sharding"].dump(), (from / "meta.json").string());
+      const bool same_cut = saved.world_size == comm->size() && saved.flats == f->layout().flats;
+      if (!same_cut) ckpt = load_checkpoint(from);  // resharding reads every rank's shard
+      f->load_shards(saved, ckpt.shards, engine->optimizer());
+      const auto names = f->sharded_parameter_names();
+      load_module_state(*model, ckpt.model, (from / "model.pt").string(), {names.begin(), names.end()});
+      if (same_cut) {
+        load_rng_state(ckpt.shards.front());
+      } else {
+        log::info(fmt::format("resharded {} ranks' checkpoint onto {}: random generators restart "
+                              "from run.seed", saved.world_size, comm->size()));
+      }
+    } else {
+      load_module_state(*model, ckpt.model, (from / "model.pt").string());
+      load_optimizer_state(engine->optimizer(), ckpt.optimizer, (from / "optimizer.pt").string());
+      load_rng_state(ckpt.state);
+    }
     engine->precision().load_state(ckpt.state);
     engine->set_steps_done(ckpt.step);
     LoaderPosition pos;
@@ -378,7 +454,10 @@ TrainResult Trainer::run() {
   if (!std::isnan(result.val_loss)) {
     log::info(fmt::format("final val loss {:.4f}", result.val_loss));
   }
-  if (s.main) result.sample = s.sample_text();
+  if (cfg.generate.tokens > 0) {
+    FullParameters full(s.engine->sharding());  // a collective: every rank takes part
+    if (s.main) result.sample = s.sample_text();
+  }
   return result;
 }
 

@@ -106,11 +106,9 @@ TEST_CASE("config: fingerprint follows what changes the training numbers", "[con
   // Sections that change what is computed.
   CHECK(changed([](Config& c) { c.model.n_layer = 3; }));
   CHECK(changed([](Config& c) { c.model.options["x"] = "1"; }));
-  CHECK(changed([](Config& c) { c.data.micro_batch_size = 3; }));
   CHECK(changed([](Config& c) { c.data.path = "other.bin"; }));
   CHECK(changed([](Config& c) { c.optim.lr = 1e-3; }));
   CHECK(changed([](Config& c) { c.schedule.warmup_steps = 5; }));
-  CHECK(changed([](Config& c) { c.strategy.accumulation = 2; }));
   CHECK(changed([](Config& c) { c.strategy.precision = "fp16-mixed"; }));
   CHECK(changed([](Config& c) { c.strategy.grad_scaler.init_scale = 2; }));
   // Things that don't.
@@ -123,6 +121,11 @@ TEST_CASE("config: fingerprint follows what changes the training numbers", "[con
   CHECK_FALSE(changed([](Config& c) { c.data.pin_memory = true; }));
   CHECK_FALSE(changed([](Config& c) { c.distributed.backend = "gloo"; }));
   CHECK_FALSE(changed([](Config& c) { c.model.size = "gpt-mini"; }));  // only its sizes count
+  // How the global batch is cut (the trainer compares the global batch itself at resume),
+  // and how the state is spread over ranks (sharded checkpoints reshard).
+  CHECK_FALSE(changed([](Config& c) { c.data.micro_batch_size = 3; }));
+  CHECK_FALSE(changed([](Config& c) { c.strategy.accumulation = 2; }));
+  CHECK_FALSE(changed([](Config& c) { c.strategy.sharding.mode = "zero3"; }));
   CHECK_FALSE(changed([](Config& c) { c.source = "elsewhere.yaml"; }));
   // Memory-only: resuming may turn them on or off (test_config_nested.cpp has each key).
   CHECK_FALSE(changed([](Config& c) { c.strategy.checkpointing.policy = "full"; }));

@@ -120,8 +120,20 @@ struct CheckpointingConfig {
 
 // How the training state is spread over the ranks of a multi-process job.
 struct ShardingConfig {
-  std::string mode = "none";  // none | ddp | a user-registered name (frugal::register_sharding)
-  double bucket_mb = 25.0;    // ddp: gradient bucket size
+  // none | ddp | zero1 | zero2 | zero3 | a user-registered name (frugal::register_sharding)
+  std::string mode = "none";
+  double bucket_mb = 25.0;  // ddp: gradient bucket size
+  // zero*: how parameters are grouped into units (one flat, sharded buffer per unit):
+  // block = one unit per block of the model's block lists; size = consecutive blocks merged
+  // until a unit holds at least unit_mb MiB. Everything else forms the root unit.
+  std::string wrap = "block";
+  double unit_mb = 25.0;
+  std::string param_dtype = "auto";   // zero*: dtype of the gathered parameters (auto = as built)
+  std::string reduce_dtype = "auto";  // zero*: dtype gradients are reduced in (auto = param_dtype)
+  int64_t prefetch = 1;               // zero3: units gathered ahead of the one computing
+  // zero2/zero3 with accumulation: reduce-scatter every micro-step and keep gradients sharded
+  // (least memory), or keep them whole until the last micro-step (least traffic).
+  bool accumulate_sharded = true;
 };
 
 struct StrategyConfig {

@@ -85,6 +85,9 @@ class Communicator {
   std::map<std::string, Traffic> traffic_;
 };
 
+// One number reduced over every rank (a blocking all_reduce of one float64).
+double all_reduce_scalar(Communicator& comm, double v, Reduce op = Reduce::kSum);
+
 // Joins the job described by the environment (env.h): a TCPStore rendezvous at
 // MASTER_ADDR:MASTER_PORT, then a Gloo or NCCL process group (`backend: auto` = NCCL when CUDA
 // is available, else Gloo). A collective that does not finish within `timeout_s` fails with

@@ -28,7 +28,7 @@ class DataParallel final : public Sharding {
   ~DataParallel() override;
 
   std::string name() const override { return "ddp"; }
-  void setup(torch::nn::Module& model) override;
+  void setup(const ShardingSetup& setup) override;
   void begin_micro_step(int64_t index, int64_t count) override;
   void finish_gradients() override;
   double sum_across_ranks(double v) override;

@@ -5,18 +5,20 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include <set>
 #include <string>
 
 #include "frugal/io/checkpoint.h"
 
 namespace frugal {
 
-// Parameters then buffers, by their dotted names, as contiguous CPU copies.
-NamedTensors module_state(const torch::nn::Module& module);
+// Parameters then buffers, by their dotted names, as contiguous CPU copies; names in `skip`
+// (parameters a sharded checkpoint stores in shards) are left out.
+NamedTensors module_state(const torch::nn::Module& module, const std::set<std::string>& skip = {});
 // Copies values in; every name must exist with the same shape and dtype, and every parameter
-// and buffer must be given (a mismatch is a frugal::Error naming `what`).
+// and buffer not in `skip` must be given (a mismatch is a frugal::Error naming `what`).
 void load_module_state(torch::nn::Module& module, const NamedTensors& state,
-                       const std::string& what);
+                       const std::string& what, const std::set<std::string>& skip = {});
 
 std::string optimizer_state(torch::optim::Optimizer& optimizer);
 void load_optimizer_state(torch::optim::Optimizer& optimizer, const std::string& bytes,

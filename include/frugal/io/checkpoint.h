@@ -7,6 +7,11 @@
 //     manifest.json  every file above with its size and content hash; written last
 // built in a temporary directory and published with one rename, so a crash never leaves a
 // half-written checkpoint under a real name; loading verifies the manifest first.
+//
+// Sharded checkpoints (strategy.sharding zero*) have no optimizer.pt: every rank writes
+//     shard-<rank>-of-<world>.pt   its shards of the parameters and optimizer state, its RNG
+// and model.pt holds what is not sharded (buffers, frozen parameters); meta.json carries the
+// layout of the shards (dist/sharded_state.h). The manifest lists every shard.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -29,6 +34,10 @@ struct Checkpoint {
   std::string optimizer;   // bytes of the optimizer's archive
   NamedTensors state;      // RNG states etc.
   std::string meta_json;   // a JSON object with the trainer's own fields
+  // Sharded checkpoints: the ranks that wrote it, and the shards loaded (all of them, or the
+  // one asked for).
+  int shard_world = 0;
+  std::vector<NamedTensors> shards;
 };
 
 // Writes <dir>/step_<step>/ atomically, then removes all but the newest keep_last
@@ -36,8 +45,23 @@ struct Checkpoint {
 std::filesystem::path save_checkpoint(const std::filesystem::path& dir, const Checkpoint& ckpt,
                                       int64_t keep_last);
 // Reads and verifies one checkpoint directory; a missing, truncated or corrupt one is a
-// frugal::Error naming the file.
-Checkpoint load_checkpoint(const std::filesystem::path& checkpoint_dir);
+// frugal::Error naming the file. Sharded: `only_shard` loads that rank's shard alone (none
+// when the checkpoint was written by fewer ranks).
+Checkpoint load_checkpoint(const std::filesystem::path& checkpoint_dir,
+                           std::optional<int> only_shard = std::nullopt);
+
+// Writing a sharded checkpoint: these calls in this order, each followed by a barrier of the
+// job. Rank 0 prepares the temporary directory (refusing an existing checkpoint of that step,
+// clearing what a crashed attempt left); every rank writes its shard into it; rank 0 writes
+// `ckpt` (model = the unsharded tensors, state, meta; no optimizer), hashes every file into
+// the manifest, publishes the directory with one rename and prunes to keep_last.
+void begin_sharded_checkpoint(const std::filesystem::path& dir, int64_t step);
+void write_checkpoint_shard(const std::filesystem::path& dir, int64_t step, int rank, int world,
+                            const NamedTensors& shard);
+std::filesystem::path publish_sharded_checkpoint(const std::filesystem::path& dir,
+                                                 const Checkpoint& ckpt, int world,
+                                                 int64_t keep_last);
+std::string shard_file_name(int rank, int world);
 // The newest complete checkpoint under dir (by step), if any.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);
 // All complete checkpoints under dir, oldest first.

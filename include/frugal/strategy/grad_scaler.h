@@ -34,6 +34,8 @@ class GradScaler {
   // Returns true when some gradient is inf or NaN. A second call in the same step is an error
   // (as in PyTorch): unscaling twice would divide twice.
   bool unscale(const std::vector<at::Tensor>& params);
+  // After unscale: replaces this step's verdict (ranks holding different shards agree).
+  void set_found_inf(bool found_inf);
   // Returns whether the optimizer stepped.
   bool step(torch::optim::Optimizer& optimizer, const std::vector<at::Tensor>& params);
   void update();

@@ -49,6 +49,8 @@ class Precision {
   at::Tensor scale_loss(const at::Tensor& loss);
   // Divides gradients by the scale (fp16-mixed); true when any is inf/NaN.
   bool unscale(const std::vector<at::Tensor>& params);
+  // Overrides this step's overflow verdict (sharded ranks agree on one; fp16-mixed only).
+  void set_found_inf(bool found_inf);
   // After the optimizer step (or its skip): grows or backs off the scale.
   void update();
   double loss_scale() const;

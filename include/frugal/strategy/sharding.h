@@ -2,16 +2,19 @@
 // state are spread over the ranks of a job, and when they are communicated. The engine calls
 // it at fixed points of the step (GUIDE.md §2):
 //
-//   setup(model)                        once, after checkpointing has wrapped the blocks
+//   setup({model, optimizer, block lists})  once, after checkpointing has wrapped the blocks;
+//                                       may replace the optimizer's parameters (zero*: shards)
 //   for each micro-batch i of k:
 //     begin_micro_step(i, k)            DDP/FSDP skip communication on micro-steps < k-1
 //     forward, loss / sum_across_ranks(targets), backward
 //   finish_gradients()                  wait for the reductions launched during backward
+//   any_across_ranks(found_inf)         one verdict on overflow for every rank
 //   grad_norm_squared(params)           the global norm, whichever rank holds what
-//   optimizer step; zero_grad(optimizer)
+//   optimizer step; after_optimizer_step(stepped); zero_grad(optimizer)
 //
 // `none` is the single-process strategy (and the base class's behaviour); dist/ddp.h holds
-// data parallelism. Implementations own the communicator they were given.
+// data parallelism, dist/fsdp.h the sharded modes. Implementations own the communicator
+// they were given.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -23,12 +26,20 @@
 
 namespace frugal {
 
+// What a sharding strategy is set up on.
+struct ShardingSetup {
+  torch::nn::Module& model;
+  torch::optim::Optimizer& optimizer;  // not stepped yet
+  // The module lists holding the model's blocks (frugal::Unit), e.g. {"blocks"}; may be empty.
+  std::vector<std::string> block_lists;
+};
+
 class Sharding {
  public:
   virtual ~Sharding() = default;
   virtual std::string name() const { return "none"; }
 
-  virtual void setup(torch::nn::Module& model) { (void)model; }
+  virtual void setup(const ShardingSetup& setup) { (void)setup; }
   virtual void begin_micro_step(int64_t index, int64_t count) {
     (void)index;
     (void)count;
@@ -36,13 +47,34 @@ class Sharding {
   virtual void finish_gradients() {}
   // v summed over all ranks (the loss divisor: every rank's targets; the logged loss).
   virtual double sum_across_ranks(double v) { return v; }
+  // True when `local` is true on any rank (gradient overflow: every rank skips alike).
+  virtual bool any_across_ranks(bool local) { return local; }
   // Sum of squares of every gradient of the model, across ranks (a 0-dim tensor).
   virtual at::Tensor grad_norm_squared(const std::vector<at::Tensor>& params);
+  // After the optimizer's step (stepped = false when it was skipped).
+  virtual void after_optimizer_step(bool stepped) { (void)stepped; }
   virtual void zero_grad(torch::optim::Optimizer& optimizer) {
     optimizer.zero_grad(/*set_to_none=*/true);
   }
   // Whether this process logs and writes shared files (rank 0).
   virtual bool is_main() const { return true; }
+
+  // Outside the training step (evaluation, generation, saving whole weights): with `true`,
+  // every parameter of the model holds its full value until called again with `false`.
+  // A collective for sharded modes: every rank calls it at the same point.
+  virtual void set_full_parameters(bool full) { (void)full; }
+};
+
+// set_full_parameters(true) for a scope.
+class FullParameters {
+ public:
+  explicit FullParameters(Sharding& s) : sharding_(s) { sharding_.set_full_parameters(true); }
+  ~FullParameters() { sharding_.set_full_parameters(false); }
+  FullParameters(const FullParameters&) = delete;
+  FullParameters& operator=(const FullParameters&) = delete;
+
+ private:
+  Sharding& sharding_;
 };
 
 }  // namespace frugal

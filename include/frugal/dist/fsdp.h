@@ -1,0 +1,90 @@
+// Fully sharded data parallelism (strategy.sharding.mode: zero1 | zero2 | zero3), after ZeRO
+// and PyTorch's FSDP2, on c10d collectives:
+//
+//   zero1  optimizer state sharded: each rank steps its 1/N slice of every parameter;
+//          gradients stay whole (reduce-scattered once per step), parameters are all-gathered
+//          after the step.                                  traffic per step: 2Ψ (ring)
+//   zero2  + gradients sharded: each unit's gradients are reduce-scattered as soon as its
+//          backward is done, and the whole ones released.   traffic per step: 2Ψ
+//   zero3  + parameters sharded: a unit's parameters are all-gathered before its forward,
+//          freed after it, gathered again before its backward (the next unit's gather is
+//          prefetched), freed once its gradients are reduce-scattered.
+//                                                          traffic per step: 3Ψ
+//
+// Units (wrap policy): one per block of the model's block lists (wrap: block), or consecutive
+// blocks merged up to unit_mb (wrap: size); every other parameter belongs to the root unit,
+// gathered from the start of each forward to the end of its backward. Each unit's parameters
+// of one optimizer group (weight decay or not) are flattened into one buffer, padded and
+// split evenly (dist/flat_param.h); the optimizer's parameter groups are given the shards.
+//
+// Mixed precision: param_dtype is the dtype the parameters are gathered and computed in,
+// reduce_dtype the one gradients are summed in; shards and optimizer state keep the
+// parameters' own dtype (fp32 master weights). Gradient clipping uses the norm over all
+// shards; fp16's overflow check is agreed by all ranks.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include <memory>
+#include <optional>
+
+#include "frugal/config/config.h"
+#include "frugal/dist/communicator.h"
+#include "frugal/dist/sharded_state.h"
+#include "frugal/io/named_tensors.h"
+#include "frugal/strategy/sharding.h"
+
+namespace frugal::dist {
+
+class FullyShardedDataParallel final : public Sharding {
+ public:
+  // cfg.mode: zero1, zero2 or zero3.
+  FullyShardedDataParallel(std::shared_ptr<Communicator> comm, const ShardingConfig& cfg);
+  ~FullyShardedDataParallel() override;
+
+  std::string name() const override;
+  int stage() const { return stage_; }
+  void setup(const ShardingSetup& setup) override;
+  void begin_micro_step(int64_t index, int64_t count) override;
+  void finish_gradients() override;
+  double sum_across_ranks(double v) override;
+  bool any_across_ranks(bool local) override;
+  at::Tensor grad_norm_squared(const std::vector<at::Tensor>& params) override;
+  void after_optimizer_step(bool stepped) override;
+  void zero_grad(torch::optim::Optimizer& optimizer) override;
+  bool is_main() const override { return comm_->is_main(); }
+  void set_full_parameters(bool full) override;
+
+  // Sharded checkpoints (dist/sharded_state.h). The layout of this rank's flat buffers; this
+  // rank's shards of the parameters and of their optimizer state ("<flat>/<kind>", on the CPU);
+  // the model parameters they hold (the rest of the model is saved whole).
+  ShardLayout layout() const;
+  io::NamedTensors shard_tensors(torch::optim::Optimizer& optimizer) const;
+  std::vector<std::string> sharded_parameter_names() const;
+  // Restores shards saved under `saved`. When `saved` equals layout() (same world size, mode
+  // and units), `shards` may hold this rank's shard alone; otherwise every saved rank's, and
+  // each parameter is resharded through its whole value.
+  void load_shards(const ShardLayout& saved, const std::vector<io::NamedTensors>& shards,
+                   torch::optim::Optimizer& optimizer);
+
+  // Figures for tests and benchmarks.
+  int64_t unit_count() const;
+  int64_t flat_param_count() const;
+  // Bytes of the model's state this rank holds between steps: shards, their gradients,
+  // whole parameters kept (zero1/2) and whole gradients kept (zero1).
+  int64_t sharded_state_bytes() const;
+  // The most whole-parameter bytes gathered at once during the last step (zero3).
+  int64_t peak_gathered_bytes() const;
+
+ private:
+  struct State;
+  std::shared_ptr<Communicator> comm_;
+  ShardingConfig cfg_;
+  int stage_;
+  std::shared_ptr<State> state_;  // shared: autograd hooks and unit wrappers hold it weakly
+};
+
+// The dtype named by strategy.sharding.param_dtype / reduce_dtype ("auto": none).
+std::optional<c10::ScalarType> sharding_dtype(const std::string& name);
+
+}  // namespace frugal::dist

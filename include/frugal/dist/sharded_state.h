@@ -1,0 +1,55 @@
+// What a sharded checkpoint holds, independent of any process group: the layout of the flat
+// buffers (which parameters, in what order, where), each rank's shards of the parameters and
+// of their optimizer state, and the way back to whole tensors by parameter name. Loading at
+// another world size (or under another zero mode or wrap policy) goes through whole tensors:
+// every parameter's elements keep their value, whatever shard they land in.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "frugal/io/named_tensors.h"
+
+namespace frugal::dist {
+
+struct FlatLayout {
+  std::string name;                          // "blocks.0/group0"
+  int64_t numel = 0;                         // unpadded
+  std::vector<std::string> names;            // parameters, in order
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<int64_t> offsets;
+
+  int64_t shard_numel(int world) const { return (numel + world - 1) / world; }
+  bool operator==(const FlatLayout& o) const {
+    return name == o.name && numel == o.numel && names == o.names && shapes == o.shapes &&
+           offsets == o.offsets;
+  }
+};
+
+struct ShardLayout {
+  std::string mode;     // zero1 | zero2 | zero3
+  int world_size = 1;
+  std::vector<FlatLayout> flats;
+};
+
+std::string layout_to_json(const ShardLayout& layout);
+// `what` names the file in errors.
+ShardLayout layout_from_json(const std::string& json, const std::string& what);
+
+// The name of a flat buffer's `kind` in a shard file: "<flat>/<kind>"; kinds are "param" and
+// the optimizer's (optim/param_state.h).
+std::string shard_key(const std::string& flat, const std::string& kind);
+
+// Whole tensors by parameter name of `kind`, from every rank's shard (shards[r] = rank r's).
+// A flat buffer without `kind` (no optimizer state yet) contributes nothing; "step" gives
+// each parameter its flat buffer's step. A missing or mis-sized shard is a frugal::Error.
+std::map<std::string, at::Tensor> unshard(const ShardLayout& layout,
+                                          const std::vector<io::NamedTensors>& shards,
+                                          const std::string& kind);
+// Every kind present in the shards (e.g. {"param", "exp_avg", "exp_avg_sq", "step"}).
+std::vector<std::string> shard_kinds(const io::NamedTensors& shard);
+
+}  // namespace frugal::dist

@@ -1,0 +1,557 @@
+#include "frugal/dist/fsdp.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "flat_param.h"
+#include "frugal/models/blocks.h"
+#include "frugal/models/unit.h"
+#include "frugal/optim/clip.h"
+#include "frugal/optim/param_state.h"
+#include "frugal/util/error.h"
+#include "frugal/util/log.h"
+
+namespace frugal::dist {
+
+std::optional<c10::ScalarType> sharding_dtype(const std::string& name) {
+  if (name == "auto") return std::nullopt;
+  if (name == "fp32") return at::kFloat;
+  if (name == "bf16") return at::kBFloat16;
+  if (name == "fp16") return at::kHalf;
+  throw Error("strategy.sharding: unknown dtype '" + name + "' (expected auto, fp32, bf16 or fp16)");
+}
+
+namespace {
+
+constexpr const char* kShardWrapperName = "shard";
+
+int stage_of(const std::string& mode) {
+  if (mode == "zero1") return 1;
+  if (mode == "zero2") return 2;
+  if (mode == "zero3") return 3;
+  throw Error("strategy.sharding.mode: '" + mode + "' is not a sharded mode (zero1, zero2, zero3)");
+}
+
+int64_t bytes_of(const std::vector<at::Tensor>& params) {
+  int64_t n = 0;
+  for (const auto& p : params) n += static_cast<int64_t>(p.nbytes());
+  return n;
+}
+
+}  // namespace
+
+struct FullyShardedDataParallel::State {
+  struct ShardUnit {
+    std::string name;
+    std::vector<size_t> flats;
+    int64_t params = 0;     // trained parameters in it
+    int64_t ready = 0;      // of them, with their gradient in this backward
+    int64_t full_bytes = 0; // its whole parameters, gathered
+    bool gathered = false;  // whole parameters present (or being gathered)
+  };
+
+  std::shared_ptr<Communicator> comm;
+  int stage = 3;
+  int64_t prefetch = 1;
+  bool accumulate_sharded = true;
+  std::vector<FlatParam> flats;
+  std::vector<ShardUnit> units;     // forward order: the block units, then the root unit
+  size_t block_units = 0;           // units[0, block_units) wrap blocks
+  std::vector<size_t> launch_order; // backward order: last block first, the root last
+  std::vector<size_t> unit_of_param;  // per hooked parameter
+  std::vector<char> reported;         // per hooked parameter, this backward
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // keep the hooks alive
+  std::recursive_mutex mutex;
+  bool sync = true;          // this micro-step's gradients are reduced
+  bool pinned_full = false;  // set_full_parameters(true)
+  size_t next_launch = 0;
+  int64_t gathered_bytes = 0;
+  int64_t peak_gathered = 0;
+
+  void gather(size_t u, bool async) {
+    ShardUnit& unit = units[u];
+    if (unit.gathered) return;
+    for (size_t f : unit.flats) flats[f].start_gather(*comm, async);
+    unit.gathered = true;
+    gathered_bytes += unit.full_bytes;
+    peak_gathered = std::max(peak_gathered, gathered_bytes);
+  }
+
+  void wait(size_t u) {
+    for (size_t f : units[u].flats) {
+      if (flats[f].gathering.pending()) flats[f].wait_gather();
+    }
+  }
+
+  // zero3: frees the unit's whole parameters (they stay for zero1/2, and while pinned).
+  void release(size_t u) {
+    ShardUnit& unit = units[u];
+    if (stage < 3 || pinned_full || !unit.gathered) return;
+    wait(u);
+    for (size_t f : unit.flats) free_storage(flats[f].full);
+    unit.gathered = false;
+    gathered_bytes -= unit.full_bytes;
+  }
+
+  // Starts gathering the next `prefetch` block units in `direction` (+1 forward, -1 backward).
+  void prefetch_from(size_t u, int direction) {
+    if (stage < 3 || u >= block_units) return;
+    for (int64_t k = 1; k <= prefetch; ++k) {
+      const int64_t v = static_cast<int64_t>(u) + direction * k;
+      if (v < 0 || v >= static_cast<int64_t>(block_units)) break;
+      gather(static_cast<size_t>(v), /*async=*/true);
+    }
+  }
+
+  void ensure_gathered(size_t u) {
+    gather(u, /*async=*/false);
+    wait(u);
+  }
+
+  // Reduce-scatters complete units in launch order (every rank issues collectives in the same
+  // order); `force`: all remaining ones, complete or not (end of backward).
+  void launch_in_order(bool force) {
+    while (next_launch < launch_order.size()) {
+      ShardUnit& unit = units[launch_order[next_launch]];
+      if (!force && unit.ready < unit.params) break;
+      for (size_t f : unit.flats) flats[f].start_reduce(*comm);
+      ++next_launch;
+    }
+  }
+
+  void on_gradient(size_t index) {
+    std::lock_guard<std::recursive_mutex> lock(mutex);
+    const size_t u = unit_of_param[index];
+    if (reported[index]) {
+      throw Error(fmt::format(
+          "sharding {}: a parameter of unit '{}' received its gradient twice in one backward "
+          "(used both inside and outside a checkpointed unit, or in two units?)",
+          stage == 1 ? "zero1" : stage == 2 ? "zero2" : "zero3", units[u].name));
+    }
+    reported[index] = 1;
+    if (++units[u].ready < units[u].params) return;
+    if (sync) launch_in_order(/*force=*/false);
+    release(u);  // its backward is over
+  }
+
+  // Before a unit's backward (a hook on its output's gradient): its parameters again.
+  void before_backward(size_t u) {
+    std::lock_guard<std::recursive_mutex> lock(mutex);
+    ensure_gathered(u);
+    prefetch_from(u, -1);
+  }
+
+  // After each micro-step's backward: reductions finished and added to the shards' gradients,
+  // parameters not needed any more freed, counters reset.
+  void end_backward() {
+    std::lock_guard<std::recursive_mutex> lock(mutex);
+    if (sync) launch_in_order(/*force=*/true);
+    for (FlatParam& f : flats) f.finish_reduce();
+    for (size_t u = 0; u < units.size(); ++u) release(u);
+    std::fill(reported.begin(), reported.end(), 0);
+    for (ShardUnit& unit : units) unit.ready = 0;
+    next_launch = 0;
+  }
+};
+
+FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<Communicator> comm,
+                                                   const ShardingConfig& cfg)
+    : comm_(std::move(comm)), cfg_(cfg), stage_(stage_of(cfg.mode)),
+      state_(std::make_shared<State>()) {
+  if (!comm_) throw std::invalid_argument("FullyShardedDataParallel needs a communicator");
+  if (cfg_.prefetch < 0) throw Error("strategy.sharding.prefetch: must be >= 0");
+  if (cfg_.unit_mb <= 0) throw Error("strategy.sharding.unit_mb: must be > 0");
+  if (cfg_.wrap != "block" && cfg_.wrap != "size") {
+    throw Error("strategy.sharding.wrap: unknown policy '" + cfg_.wrap + "' (block, size)");
+  }
+  (void)sharding_dtype(cfg_.param_dtype);
+  (void)sharding_dtype(cfg_.reduce_dtype);
+  state_->comm = comm_;
+  state_->stage = stage_;
+  state_->prefetch = cfg_.prefetch;
+  state_->accumulate_sharded = cfg_.accumulate_sharded;
+}
+
+FullyShardedDataParallel::~FullyShardedDataParallel() = default;
+
+std::string FullyShardedDataParallel::name() const { return cfg_.mode; }
+
+void FullyShardedDataParallel::setup(const ShardingSetup& setup) {
+  State& s = *state_;
+  if (!s.flats.empty()) throw std::logic_error("FullyShardedDataParallel::setup called twice");
+  torch::nn::Module& model = setup.model;
+  torch::optim::Optimizer& optimizer = setup.optimizer;
+  const std::string who = "sharding " + cfg_.mode;
+  if (!optimizer.state().empty()) {
+    throw Error(who + ": set up before the optimizer's first step (its state would not match "
+                      "the shards)");
+  }
+  torch::NoGradGuard no_grad;
+  // 1. Every rank starts from rank 0's parameters and buffers.
+  std::unordered_map<const c10::TensorImpl*, std::string> name_of;
+  for (auto& p : model.named_parameters(/*recurse=*/true)) {
+    at::Tensor t = p.value().detach();
+    comm_->broadcast(t, 0);
+    name_of[p.value().unsafeGetTensorImpl()] = p.key();
+  }
+  for (auto& b : model.named_buffers(/*recurse=*/true)) {
+    at::Tensor t = b.value();
+    comm_->broadcast(t, 0);
+  }
+  // 2. The optimizer group of each trained parameter: a flat buffer never mixes groups, so
+  //    each keeps its own options (weight decay or not).
+  auto& groups = optimizer.param_groups();
+  std::unordered_map<const c10::TensorImpl*, size_t> group_of;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (const auto& p : groups[g].params()) group_of[p.unsafeGetTensorImpl()] = g;
+  }
+  std::unordered_set<const c10::TensorImpl*> claimed;
+  auto take = [&](const std::vector<at::Tensor>& candidates) {
+    std::vector<at::Tensor> out;
+    for (const auto& p : candidates) {
+      const auto* impl = p.unsafeGetTensorImpl();
+      if (!p.requires_grad() || group_of.count(impl) == 0 || claimed.count(impl) != 0) continue;
+      claimed.insert(impl);
+      out.push_back(p);
+    }
+    return out;
+  };
+  const int world = comm_->size(), rank = comm_->rank();
+  auto add_unit = [&](const std::string& unit_name, const std::vector<at::Tensor>& params) {
+    State::ShardUnit unit;
+    unit.name = unit_name;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      std::vector<at::Tensor> members;
+      std::vector<std::string> names;
+      for (const auto& p : params) {
+        if (group_of.at(p.unsafeGetTensorImpl()) != g) continue;
+        if (!members.empty() && (p.scalar_type() != members.front().scalar_type() ||
+                                 p.device() != members.front().device())) {
+          throw Error(fmt::format("{}: unit '{}' mixes dtypes or devices ({} and {}); one flat "
+                                  "buffer needs one", who, unit_name, name_of[p.unsafeGetTensorImpl()],
+                                  names.front()));
+        }
+        members.push_back(p);
+        names.push_back(name_of[p.unsafeGetTensorImpl()]);
+      }
+      if (members.empty()) continue;
+      const at::ScalarType own = members.front().scalar_type();
+      const at::ScalarType param_dtype = sharding_dtype(cfg_.param_dtype).value_or(own);
+      const at::ScalarType reduce_dtype = sharding_dtype(cfg_.reduce_dtype).value_or(param_dtype);
+      unit.params += static_cast<int64_t>(members.size());
+      unit.flats.push_back(s.flats.size());
+      s.flats.push_back(FlatParam::build(fmt::format("{}/group{}", unit_name, g), g,
+                                         std::move(members), std::move(names), world, rank,
+                                         param_dtype, reduce_dtype,
+                                         /*shard_is_view=*/stage_ < 3 && param_dtype == own,
+                                         /*keep_full_grad=*/stage_ == 1));
+      unit.full_bytes += static_cast<int64_t>(s.flats.back().full.nbytes());
+    }
+    if (unit.flats.empty()) return false;
+    unit.gathered = true;
+    s.gathered_bytes += unit.full_bytes;
+    s.units.push_back(std::move(unit));
+    return true;
+  };
+
+  // 3. Units: blocks (one each, or merged up to unit_mb), then the root with the rest.
+  std::vector<Block> blocks;
+  if (!setup.block_lists.empty()) blocks = list_blocks(model, setup.block_lists, who);
+  std::vector<std::vector<Block>> block_groups;
+  const double unit_bytes = cfg_.unit_mb * 1024 * 1024;
+  double open_bytes = 0;
+  for (const Block& b : blocks) {
+    if (block_groups.empty() || cfg_.wrap == "block" || open_bytes >= unit_bytes) {
+      block_groups.emplace_back();
+      open_bytes = 0;
+    }
+    block_groups.back().push_back(b);
+    open_bytes += static_cast<double>(bytes_of(b.module->parameters()));
+  }
+  std::vector<std::pair<size_t, std::vector<Block>>> wrapped;  // unit index, its blocks
+  for (const auto& group : block_groups) {
+    std::vector<at::Tensor> params;
+    for (const Block& b : group) {
+      auto mine = take(b.module->parameters(/*recurse=*/true));
+      params.insert(params.end(), mine.begin(), mine.end());
+    }
+    const std::string unit_name = group.size() == 1
+                                      ? group.front().path
+                                      : group.front().path + ".." + group.back().path;
+    if (add_unit(unit_name, params)) wrapped.emplace_back(s.units.size() - 1, group);
+  }
+  s.block_units = s.units.size();
+  add_unit("root", take(model.parameters(/*recurse=*/true)));
+  for (size_t u = s.block_units; u-- > 0;) s.launch_order.push_back(u);
+  if (s.units.size() > s.block_units) s.launch_order.push_back(s.block_units);
+
+  // 4. The optimizer steps the shards (and keeps whatever it held that is not sharded).
+  for (size_t g = 0; g < groups.size(); ++g) {
+    std::vector<at::Tensor> kept;
+    for (const auto& p : groups[g].params()) {
+      if (claimed.count(p.unsafeGetTensorImpl()) == 0) kept.push_back(p);
+    }
+    for (const FlatParam& f : s.flats) {
+      if (f.group == g) kept.push_back(f.shard);
+    }
+    groups[g].params() = std::move(kept);
+  }
+
+  // 5. A hook after each parameter's gradient accumulation counts its unit down.
+  std::weak_ptr<State> weak = state_;
+  for (size_t u = 0; u < s.units.size(); ++u) {
+    for (size_t f : s.units[u].flats) {
+      for (const at::Tensor& p : s.flats[f].params) {
+        const size_t index = s.unit_of_param.size();
+        s.unit_of_param.push_back(u);
+        auto acc = torch::autograd::impl::grad_accumulator(p);
+        acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+            [weak, index](const torch::autograd::variable_list& outputs,
+                          const torch::autograd::variable_list&) {
+              if (auto state = weak.lock()) state->on_gradient(index);
+              return outputs;
+            }));
+        s.accumulators.push_back(std::move(acc));
+      }
+    }
+  }
+  s.reported.assign(s.unit_of_param.size(), 0);
+
+  // 6. zero3: whole parameters exist only around their unit's forward and backward.
+  if (stage_ == 3) {
+    for (size_t u = 0; u < s.units.size(); ++u) s.release(u);
+    for (const auto& [u, unit_blocks] : wrapped) {
+      for (size_t i = 0; i < unit_blocks.size(); ++i) {
+        auto* block = dynamic_cast<Unit*>(unit_blocks[i].module.get());
+        if (block == nullptr) {
+          throw Error(fmt::format("{}: {} is a {}, not a frugal::Unit: derive it from frugal::Unit "
+                                  "so that its parameters can be gathered around it",
+                                  who, unit_blocks[i].path, unit_blocks[i].module->name()));
+        }
+        const bool first = i == 0, last = i + 1 == unit_blocks.size();
+        const size_t unit = u;
+        block->set_wrapper(kShardWrapperName, wrap_layer::kShard,
+                           [weak, unit, first, last](const at::Tensor& x, const UnitFn& inner) {
+          auto state = weak.lock();
+          if (!state) return inner(x);
+          if (first) {
+            std::lock_guard<std::recursive_mutex> lock(state->mutex);
+            state->ensure_gathered(unit);
+            state->prefetch_from(unit, +1);
+          }
+          at::Tensor y = inner(x);
+          if (last) {
+            std::lock_guard<std::recursive_mutex> lock(state->mutex);
+            if (y.requires_grad()) {
+              std::weak_ptr<State> w = state;
+              y.register_hook([w, unit](const at::Tensor&) {
+                if (auto s = w.lock()) s->before_backward(unit);
+              });
+            }
+            state->release(unit);
+          }
+          return y;
+        });
+      }
+    }
+    if (blocks.empty()) {
+      log::warn(who + ": the model names no blocks (Model::block_lists / Engine::mark_blocks); "
+                      "all its parameters form one unit, gathered for the whole step");
+    }
+  }
+  int64_t shard_bytes = 0;
+  for (const FlatParam& f : s.flats) shard_bytes += static_cast<int64_t>(f.grad_shard.nbytes());
+  log::info(fmt::format("{}: {} ranks ({}), {} units ({} flat buffers), {:.2f} MiB of "
+                        "parameters per rank's shard", who, world, comm_->backend(),
+                        s.units.size(), s.flats.size(), shard_bytes / 1048576.0));
+}
+
+void FullyShardedDataParallel::begin_micro_step(int64_t index, int64_t count) {
+  State& s = *state_;
+  if (index > 0) s.end_backward();
+  std::lock_guard<std::recursive_mutex> lock(s.mutex);
+  // zero1 keeps whole gradients anyway: reduce once, on the last micro-step; so do zero2/3
+  // when told to keep them whole during accumulation.
+  s.sync = (stage_ == 1 || !s.accumulate_sharded) ? index == count - 1 : true;
+  if (index == 0) s.peak_gathered = s.gathered_bytes;
+  // The root unit (embeddings, final norm, head) is used from the first op to the last.
+  if (stage_ == 3 && s.units.size() > s.block_units) s.ensure_gathered(s.block_units);
+}
+
+void FullyShardedDataParallel::finish_gradients() { state_->end_backward(); }
+
+double FullyShardedDataParallel::sum_across_ranks(double v) { return all_reduce_scalar(*comm_, v); }
+
+bool FullyShardedDataParallel::any_across_ranks(bool local) {
+  return all_reduce_scalar(*comm_, local ? 1.0 : 0.0, Reduce::kMax) != 0.0;
+}
+
+at::Tensor FullyShardedDataParallel::grad_norm_squared(const std::vector<at::Tensor>& params) {
+  // Every rank's shards' squares, summed: the norm of the whole gradient (padding is zero).
+  at::Tensor local = frugal::grad_norm_squared(params).to(comm_->device());
+  comm_->all_reduce(local);
+  return local.cpu();
+}
+
+void FullyShardedDataParallel::after_optimizer_step(bool stepped) {
+  if (stage_ == 3 || !stepped) return;  // zero3 gathers the new shards when it next needs them
+  std::lock_guard<std::recursive_mutex> lock(state_->mutex);
+  for (FlatParam& f : state_->flats) f.start_gather(*comm_, /*async=*/true);
+  for (FlatParam& f : state_->flats) f.wait_gather();
+}
+
+void FullyShardedDataParallel::zero_grad(torch::optim::Optimizer& optimizer) {
+  (void)optimizer;  // its parameters are the shards, whose gradients are grad_shard
+  for (FlatParam& f : state_->flats) {
+    f.grad_shard.zero_();
+    if (f.grad_full.defined()) {
+      f.grad_full.zero_();
+    } else {
+      for (auto& p : f.params) p.mutable_grad() = at::Tensor();
+    }
+  }
+}
+
+void FullyShardedDataParallel::set_full_parameters(bool full) {
+  State& s = *state_;
+  std::lock_guard<std::recursive_mutex> lock(s.mutex);
+  if (stage_ < 3) return;
+  if (full) {
+    s.pinned_full = true;
+    for (size_t u = 0; u < s.units.size(); ++u) s.gather(u, /*async=*/true);
+    for (size_t u = 0; u < s.units.size(); ++u) s.wait(u);
+  } else {
+    s.pinned_full = false;
+    for (size_t u = 0; u < s.units.size(); ++u) s.release(u);
+  }
+}
+
+ShardLayout FullyShardedDataParallel::layout() const {
+  ShardLayout layout;
+  layout.mode = cfg_.mode;
+  layout.world_size = comm_->size();
+  for (const FlatParam& f : state_->flats) {
+    FlatLayout flat;
+    flat.name = f.name;
+    flat.numel = f.numel;
+    flat.names = f.names;
+    flat.offsets = f.offsets;
+    for (const auto& p : f.params) flat.shapes.push_back(p.sizes().vec());
+    layout.flats.push_back(std::move(flat));
+  }
+  return layout;
+}
+
+io::NamedTensors FullyShardedDataParallel::shard_tensors(torch::optim::Optimizer& optimizer) const {
+  io::NamedTensors out;
+  for (const FlatParam& f : state_->flats) {
+    out.emplace_back(shard_key(f.name, "param"), f.shard.detach().cpu().clone());
+    for (const auto& [kind, t] : param_state_tensors(optimizer, f.shard)) {
+      out.emplace_back(shard_key(f.name, kind), t.detach().cpu().clone());
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> FullyShardedDataParallel::sharded_parameter_names() const {
+  std::vector<std::string> names;
+  for (const FlatParam& f : state_->flats) names.insert(names.end(), f.names.begin(), f.names.end());
+  return names;
+}
+
+void FullyShardedDataParallel::load_shards(const ShardLayout& saved,
+                                           const std::vector<io::NamedTensors>& shards,
+                                           torch::optim::Optimizer& optimizer) {
+  torch::NoGradGuard no_grad;
+  State& s = *state_;
+  const int rank = comm_->rank();
+  // Per flat buffer of this run: this rank's slice of each kind ("param", "exp_avg", ...).
+  std::vector<std::map<std::string, at::Tensor>> restored(s.flats.size());
+  const ShardLayout mine = layout();
+  if (saved.world_size == mine.world_size && saved.flats == mine.flats) {
+    // The same cut: this rank's shard goes back as it was, bit for bit.
+    const io::NamedTensors& own = shards.size() == 1 ? shards.front() : shards.at(rank);
+    for (size_t k = 0; k < s.flats.size(); ++k) {
+      const std::string prefix = s.flats[k].name + "/";
+      for (const auto& [key, t] : own) {
+        if (key.rfind(prefix, 0) == 0) restored[k][key.substr(prefix.size())] = t;
+      }
+    }
+  } else {
+    // Another cut: whole tensors by parameter name, sliced again for this world.
+    for (const std::string& kind : shard_kinds(shards.front())) {
+      const auto whole = unshard(saved, shards, kind);
+      for (size_t k = 0; k < s.flats.size(); ++k) {
+        FlatParam& f = s.flats[k];
+        if (kind == "step") {
+          auto it = whole.find(f.names.front());
+          if (it != whole.end()) restored[k][kind] = it->second;
+          continue;
+        }
+        at::Tensor flat = at::zeros({f.padded}, f.shard.options().requires_grad(false));
+        size_t found = 0;
+        for (size_t i = 0; i < f.names.size(); ++i) {
+          auto it = whole.find(f.names[i]);
+          if (it == whole.end()) continue;
+          if (it->second.numel() != f.params[i].numel()) {
+            throw Error(fmt::format("sharded checkpoint: '{}' has {} elements, the model's {}",
+                                    f.names[i], it->second.numel(), f.params[i].numel()));
+          }
+          flat.narrow(0, f.offsets[i], f.params[i].numel()).copy_(it->second.reshape({-1}));
+          ++found;
+        }
+        if (found == 0 && kind != "param") continue;  // no optimizer state for these yet
+        if (found != f.names.size()) {
+          throw Error(fmt::format("sharded checkpoint: it has no {} for some parameters of '{}' "
+                                  "(e.g. '{}')", kind, f.name, f.names.front()));
+        }
+        restored[k][kind] = flat.narrow(0, static_cast<int64_t>(rank) * f.shard_numel, f.shard_numel);
+      }
+    }
+  }
+  for (size_t k = 0; k < s.flats.size(); ++k) {
+    FlatParam& f = s.flats[k];
+    auto& kinds = restored[k];
+    auto param = kinds.find("param");
+    if (param == kinds.end()) throw Error("sharded checkpoint: no shard of '" + f.name + "'");
+    f.shard.copy_(param->second);
+    kinds.erase(param);
+    if (!kinds.empty()) set_param_state(optimizer, f.shard, kinds);
+  }
+  // zero1/2 compute on whole parameters: gather the restored shards into them.
+  after_optimizer_step(/*stepped=*/true);
+}
+
+int64_t FullyShardedDataParallel::unit_count() const {
+  return static_cast<int64_t>(state_->units.size());
+}
+
+int64_t FullyShardedDataParallel::flat_param_count() const {
+  return static_cast<int64_t>(state_->flats.size());
+}
+
+int64_t FullyShardedDataParallel::sharded_state_bytes() const {
+  int64_t bytes = 0;
+  for (const FlatParam& f : state_->flats) {
+    // Views into the whole buffers (zero1/2) are not counted twice.
+    if (!f.shard.storage().is_alias_of(f.full.storage())) {
+      bytes += static_cast<int64_t>(f.shard.nbytes());
+    }
+    if (!f.grad_full.defined() || !f.grad_shard.storage().is_alias_of(f.grad_full.storage())) {
+      bytes += static_cast<int64_t>(f.grad_shard.nbytes());
+    }
+    if (stage_ < 3) bytes += static_cast<int64_t>(f.full.nbytes());
+    if (f.grad_full.defined()) bytes += static_cast<int64_t>(f.grad_full.nbytes());
+  }
+  return bytes;
+}
+
+int64_t FullyShardedDataParallel::peak_gathered_bytes() const { return state_->peak_gathered; }
+
+}  // namespace frugal::dist

@@ -1,0 +1,142 @@
+// Sharded checkpoints (zero3 on Gloo): every rank writes its shard; resuming at the same world
+// size ends bit for bit where the uninterrupted run ends; resuming at another world size
+// (4 -> 2, 2 -> 1, 1 -> 4) or under another zero mode reshards, and ends where the
+// uninterrupted run ends (1e-5: the summation order differs between world sizes); `frugal
+// export` consolidates the shards into one file.
+#include <ATen/ATen.h>
+#include <catch2/catch.hpp>
+
+#include <map>
+
+#include "frugal/io/safetensors.h"
+#include "multiproc.h"
+
+using namespace frugal::test;
+
+namespace {
+
+// A global batch of 8 sequences per step at every world size; constant learning rate, so
+// that stopping at step 3 changes nothing; checkpoints every 3 steps.
+std::string zero_yaml(const std::string& runs) {
+  return "run: {dir: '" + runs + "', seed: 5}\n"
+         "model: {type: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 16, vocab_size: 64, "
+         "dropout: 0.0}\n"
+         "data: {type: synthetic, micro_batch_size: 8, synthetic_samples: 256, num_workers: 0}\n"
+         "optim: {type: adamw, lr: 0.003, weight_decay: 0.1, clip_grad_norm: 0.5}\n"
+         "train: {max_steps: 6, log_every: 1, eval_batches: 0, progress: lines, checkpoint_every: 3}\n"
+         "strategy: {sharding: zero3}\n"
+         "generate: {tokens: 0}\n";
+}
+
+std::map<std::string, at::Tensor> exported(const std::filesystem::path& source,
+                                           const std::filesystem::path& file) {
+  CommandResult r = frugal::test::frugal("export " + quote(source.string()) +
+                                         " --format safetensors -o " + quote(file.string()));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  std::map<std::string, at::Tensor> out;
+  for (auto& [k, v] : frugal::io::read_safetensors(file)) out[k] = v;
+  return out;
+}
+
+double max_diff(const std::map<std::string, at::Tensor>& a,
+                const std::map<std::string, at::Tensor>& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (const auto& [k, v] : a) worst = std::max(worst, (v - b.at(k)).abs().max().item<double>());
+  return worst;
+}
+
+// `frugal train` at `n` ranks with the micro-batch that keeps 8 sequences per step.
+CommandResult train(int n, const std::filesystem::path& cfg, const std::string& name,
+                    const std::string& extra = "") {
+  return launch(n, "train " + quote(cfg.string()) + " --set run.name=" + name +
+                       " --set data.micro_batch_size=" + std::to_string(8 / n) + " " + extra);
+}
+
+}  // namespace
+
+TEST_CASE("sharded checkpoints resume exactly, reshard across world sizes and export whole",
+          "[multiproc][dist][fsdp][checkpoint]") {
+  TempDir dir;
+  const auto cfg = dir / "zero.yaml";
+  write_text(cfg, zero_yaml(dir.path().string()));
+  auto step3 = [&](const std::string& run) { return dir / run / "checkpoints" / "step_00000003"; };
+  auto final_of = [&](const std::string& run) {
+    return exported(dir / run, dir / (run + ".safetensors"));
+  };
+
+  // One scope per resume below (not SECTIONs, which would train the runs again for each).
+  // Uninterrupted runs at 4, 2 and 1 ranks; each leaves a sharded checkpoint at step 3.
+  for (int n : {4, 2, 1}) {
+    CommandResult r = train(n, cfg, "w" + std::to_string(n));
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+  }
+  REQUIRE(std::filesystem::exists(step3("w4") / "shard-00003-of-00004.pt"));
+  REQUIRE(std::filesystem::exists(step3("w4") / "meta.json"));
+  CHECK_FALSE(std::filesystem::exists(step3("w4") / "optimizer.pt"));
+  const auto w4 = final_of("w4"), w2 = final_of("w2"), w1 = final_of("w1");
+  // Consolidated, the shards are the whole model: every world size trained the same one.
+  CHECK(max_diff(w2, w4) < 1e-5);
+  CHECK(max_diff(w1, w4) < 1e-5);
+  const auto at3 = exported(step3("w2"), dir / "w2-step3.safetensors");
+  CHECK(at3.size() == w2.size());
+  CHECK(max_diff(at3, w2) > 1e-4);  // three more steps moved them
+
+  {
+    INFO("same world size: exact");
+    CommandResult r = train(2, cfg, "r22", "--set run.resume=" + quote(step3("w2").string()));
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(max_diff(final_of("r22"), w2) == 0.0);
+  }
+  {
+    INFO("4 -> 2");
+    CommandResult r = train(2, cfg, "r42", "--set run.resume=" + quote(step3("w4").string()));
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(max_diff(final_of("r42"), w4) < 1e-5);
+  }
+  {
+    INFO("2 -> 1");
+    CommandResult r = train(1, cfg, "r21", "--set run.resume=" + quote(step3("w2").string()));
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(max_diff(final_of("r21"), w2) < 1e-5);
+  }
+  {
+    INFO("1 -> 4");
+    CommandResult r = train(4, cfg, "r14", "--set run.resume=" + quote(step3("w1").string()));
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(max_diff(final_of("r14"), w1) < 1e-5);
+  }
+  {
+    INFO("zero3 -> zero1 and zero2 at the same world size");
+    for (const std::string mode : {"zero1", "zero2"}) {
+      CommandResult r = train(2, cfg, "m" + mode,
+                              "--set strategy.sharding.mode=" + mode + " --set run.resume=" +
+                                  quote(step3("w2").string()));
+      INFO(r.out << r.err);
+      REQUIRE(r.exit_code == 0);
+      CHECK(max_diff(final_of("m" + mode), w2) < 1e-5);
+    }
+  }
+  {
+    INFO("a sharded checkpoint is refused by an unsharded run, with what to do");
+    CommandResult r = train(2, cfg, "ddp", "--set strategy.sharding.mode=ddp --set run.resume=" +
+                                               quote(step3("w2").string()));
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.out + r.err, Catch::Contains("is sharded (2 ranks)") &&
+                                  Catch::Contains("frugal export"));
+  }
+  {
+    INFO("a different global batch is refused");
+    CommandResult r = launch(2, "train " + quote(cfg.string()) +
+                                    " --set run.name=big --set data.micro_batch_size=8"
+                                    " --set run.resume=" + quote(step3("w2").string()));
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.out + r.err, Catch::Contains("global batches of 8 samples, this run's are 16"));
+  }
+}
