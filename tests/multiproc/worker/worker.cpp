@@ -359,6 +359,52 @@ int fsdp() {
     require(peak * 2 == peak_fp32, "param_dtype bf16 gathers half the bytes of fp32");
     require(worst < 5e-2, "param_dtype bf16: parameters near the fp32 reference");
   }
+  {
+    // fp16-mixed with a scale high enough that early steps overflow: the ranks hold different
+    // shards of the gradients, yet agree on every skip, and the scale and the parameters
+    // follow one process's. Whether a step overflows depends on how many samples one fp16
+    // matmul sums, so that process cuts its batch as the ranks do (accumulation = ranks).
+    StrategyConfig sc;
+    sc.precision = "fp16-mixed";
+    auto trajectory = [&](Run& run, int64_t from, int64_t count) {
+      std::vector<double> scales;
+      int64_t skipped = 0;
+      for (int64_t s = 0; s < steps; ++s) {
+        StepStats st = run.engine->step(batch(s, from, count), loss_of(run));
+        scales.push_back(st.loss_scale);
+        skipped += st.skipped ? 1 : 0;
+      }
+      return std::make_pair(scales, skipped);
+    };
+    // The initial scale: the largest power of two at which the reference skips some steps
+    // but not all (every rank finds the same one: the reference runs alike everywhere).
+    StrategyConfig cut = sc;
+    cut.accumulation = n;
+    std::unique_ptr<Run> one;
+    std::vector<double> want_scales;
+    int64_t want_skipped = 0;
+    for (int e = 40; e >= 8 && (want_skipped == 0 || want_skipped == steps); --e) {
+      cut.grad_scaler.init_scale = std::ldexp(1.0, e);
+      one = std::make_unique<Run>(build(cut, nullptr));
+      std::tie(want_scales, want_skipped) = trajectory(*one, 0, global);
+      sc.grad_scaler.init_scale = cut.grad_scaler.init_scale;
+    }
+    sc.sharding.mode = "zero2";
+    Run run = build(sc, comm);
+    const auto [scales, skipped] = trajectory(run, r * (global / n), global / n);
+    report["fp16_skipped"] = skipped;
+    require(want_skipped > 0 && want_skipped < steps,
+            "the fp16 scale overflows some steps, not all (skipped " + std::to_string(want_skipped) + ")");
+    require(skipped == want_skipped && scales == want_scales,
+            "zero2 fp16-mixed: the same skips and scales as one process");
+    double worst = 0;
+    for (const auto& p : run.model->named_parameters()) {
+      const auto& q = one->model->named_parameters()[p.key()];
+      worst = std::max(worst, (p.value().detach() - q.detach()).abs().max().item<double>());
+    }
+    report["max_diff"]["zero2/fp16-mixed"] = worst;
+    require(worst < 5e-2, "zero2 fp16-mixed: parameters near one process's");
+  }
   if (comm->is_main()) std::cout << report.dump() << std::endl;
   return 0;
 }
