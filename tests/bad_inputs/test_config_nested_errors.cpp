@@ -160,6 +160,20 @@ TEST_CASE("config nested errors: names outside their closed sets", "[config][bad
   CHECK(error_for("strategy:\n  checkpointing:\n    targets:\n      - ffn\n") ==
         "c.yaml:4:9: strategy.checkpointing.targets[0]: unknown value 'ffn' (expected one of: "
         "attn, mlp)");
+  // Sharding's keys.
+  CHECK(error_for("strategy:\n  sharding: zero4\n") ==
+        "c.yaml:2:3: strategy.sharding.mode: unknown value 'zero4' (expected one of: none, ddp, "
+        "zero1, zero2, zero3) (did you mean 'zero1'?)");
+  CHECK(error_for("strategy:\n  sharding: {mode: zero3, wrap: layer}\n") ==
+        "c.yaml:2:27: strategy.sharding.wrap: unknown value 'layer' (expected one of: block, "
+        "size)");
+  CHECK(error_for("strategy:\n  sharding:\n    param_dtype: bfloat16\n") ==
+        "c.yaml:3:5: strategy.sharding.param_dtype: unknown value 'bfloat16' (expected one of: "
+        "auto, fp32, bf16, fp16)");
+  CHECK(error_for("strategy:\n  sharding:\n    prefetch: -1\n") ==
+        "c.yaml:3:5: strategy.sharding.prefetch: must be >= 0, got -1");
+  CHECK(error_for("strategy:\n  sharding:\n    unit_mb: 0\n") ==
+        "c.yaml:3:5: strategy.sharding.unit_mb: must be > 0, got 0");
   // The mixed precisions are accepted (the engine decides what it can run).
   CHECK_NOTHROW(load_config_string("strategy: {precision: bf16-mixed}\n", "c.yaml"));
   CHECK_NOTHROW(load_config_string("strategy: {precision: fp16-mixed}\n", "c.yaml"));
