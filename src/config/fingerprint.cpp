@@ -25,8 +25,12 @@ std::string config_fingerprint(const Config& config) {
           return key != "num_workers" && key != "pin_memory" && key != "micro_batch_size";
         }
         if (section == "strategy" && key == "accumulation") return false;
-        // Neither changes what is computed; sharded checkpoints reshard across zero modes.
-        if (section == "strategy.checkpointing" || section == "strategy.sharding") return false;
+        // None of these changes what is computed (offload steps the same values elsewhere);
+        // sharded checkpoints reshard across zero modes.
+        if (section == "strategy.checkpointing" || section == "strategy.sharding" ||
+            section == "strategy.offload") {
+          return false;
+        }
         // By top-level section, so a sub-section added later is hashed with its parent.
         const std::string_view top = section.substr(0, section.find('.'));
         return top == "model" || top == "data" || top == "optim" || top == "schedule" ||

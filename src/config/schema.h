@@ -109,6 +109,9 @@ void for_each_field(C& c, Visit&& visit) {
   visit("strategy.sharding", "reduce_dtype", c.strategy.sharding.reduce_dtype);
   visit("strategy.sharding", "prefetch", c.strategy.sharding.prefetch);
   visit("strategy.sharding", "accumulate_sharded", c.strategy.sharding.accumulate_sharded);
+  visit("strategy.offload", "optimizer", c.strategy.offload.optimizer);
+  visit("strategy.offload", "params", c.strategy.offload.params);
+  visit("strategy.offload", "pin_memory", c.strategy.offload.pin_memory);
 
   visit("memory", "monitor_every", c.memory.monitor_every);
   visit("memory", "empty_cache_every", c.memory.empty_cache_every);

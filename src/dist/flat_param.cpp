@@ -24,7 +24,8 @@ bool has_storage(const at::Tensor& t) { return t.storage().nbytes() > 0; }
 FlatParam FlatParam::build(std::string name, size_t group, std::vector<at::Tensor> params,
                            std::vector<std::string> names, int world, int rank,
                            at::ScalarType param_dtype, at::ScalarType reduce_dtype,
-                           bool shard_is_view, bool keep_full_grad) {
+                           bool shard_is_view, bool keep_full_grad,
+                           const c10::optional<at::TensorOptions>& shard_on_host) {
   torch::NoGradGuard no_grad;
   FlatParam f;
   f.name = std::move(name);
@@ -50,7 +51,11 @@ FlatParam FlatParam::build(std::string name, size_t group, std::vector<at::Tenso
     p.set_data(view);
   }
   at::Tensor mine = f.full.narrow(0, static_cast<int64_t>(rank) * f.shard_numel, f.shard_numel);
-  f.shard = shard_is_view ? mine.detach() : mine.to(own_dtype, /*non_blocking=*/false, /*copy=*/true);
+  if (shard_on_host) {
+    f.shard = mine.to(shard_on_host->dtype(own_dtype), /*non_blocking=*/false, /*copy=*/true);
+  } else {
+    f.shard = shard_is_view ? mine.detach() : mine.to(own_dtype, /*non_blocking=*/false, /*copy=*/true);
+  }
   f.shard.requires_grad_(true);
   if (keep_full_grad) {
     f.grad_full = at::zeros({f.padded}, f.full.options());
@@ -61,7 +66,7 @@ FlatParam FlatParam::build(std::string name, size_t group, std::vector<at::Tenso
   }
   // zero1 (whole gradients kept, same dtype): the shard's gradient is this rank's slice of
   // them, overwritten by the reduced values; otherwise a buffer of its own.
-  if (keep_full_grad && f.full.scalar_type() == own_dtype) {
+  if (keep_full_grad && f.full.scalar_type() == own_dtype && !shard_on_host) {
     f.grad_shard = f.grad_full.narrow(0, static_cast<int64_t>(rank) * f.shard_numel, f.shard_numel);
   } else {
     f.grad_shard = at::zeros({f.shard_numel}, f.shard.options().requires_grad(false));
@@ -73,7 +78,8 @@ FlatParam FlatParam::build(std::string name, size_t group, std::vector<at::Tenso
 void FlatParam::start_gather(Communicator& comm, bool async) {
   if (!has_storage(full)) allocate_storage(full);
   // The input must not alias the output (zero1/2 shards are views of `full`).
-  gather_input = shard.detach().to(param_dtype, /*non_blocking=*/false, /*copy=*/true);
+  gather_input = shard.detach().to(full.options().dtype(param_dtype), /*non_blocking=*/false,
+                                   /*copy=*/true);
   gathering = comm.all_gather(full, gather_input, async);
   if (!async) gather_input = at::Tensor();
 }
@@ -110,7 +116,7 @@ void FlatParam::finish_reduce() {
   if (slice_of_full) {
     grad_shard.copy_(reduce_output);  // the slice held this rank's own sum: replace it
   } else {
-    grad_shard.add_(reduce_output.to(grad_shard.scalar_type()));
+    grad_shard.add_(reduce_output.to(grad_shard.options()));
   }
   reduce_input = at::Tensor();
   reduce_output = at::Tensor();

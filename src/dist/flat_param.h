@@ -7,7 +7,8 @@
 //               and gathers into the same storage again: views, autograd's saved ones included,
 //               stay valid.
 //   shard       [shard_numel] in the parameters' own dtype: the leaf the optimizer steps
-//               (zero1/2 with param_dtype = own dtype: a view of full's slice, no copy).
+//               (zero1/2 with param_dtype = own dtype: a view of full's slice, no copy;
+//               strategy.offload.params: in host memory, copied to the device to be gathered).
 //   grad_shard  the shard's .grad: this rank's slice of the gradient summed over ranks.
 //   grad_full   zero1 only: [padded] in param_dtype; the parameters' .grad are views into it.
 #pragma once
@@ -52,7 +53,8 @@ struct FlatParam {
   static FlatParam build(std::string name, size_t group, std::vector<at::Tensor> params,
                          std::vector<std::string> names, int world, int rank,
                          at::ScalarType param_dtype, at::ScalarType reduce_dtype,
-                         bool shard_is_view, bool keep_full_grad);
+                         bool shard_is_view, bool keep_full_grad,
+                         const c10::optional<at::TensorOptions>& shard_on_host = c10::nullopt);
 
   // Starts gathering every rank's shard into `full` (allocating its storage if freed).
   void start_gather(Communicator& comm, bool async);

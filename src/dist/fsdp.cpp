@@ -1,6 +1,7 @@
 #include "frugal/dist/fsdp.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Context.h>
 #include <fmt/format.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
@@ -182,6 +183,13 @@ FullyShardedDataParallel::~FullyShardedDataParallel() = default;
 
 std::string FullyShardedDataParallel::name() const { return cfg_.mode; }
 
+void FullyShardedDataParallel::set_offload_params(bool pin_memory) {
+  if (stage_ != 3) throw Error("strategy.offload.params: needs strategy.sharding.mode zero3");
+  if (!state_->flats.empty()) throw std::logic_error("set_offload_params after setup");
+  offload_params_ = at::TensorOptions().device(at::kCPU).pinned_memory(
+      pin_memory && at::globalContext().hasCUDA());
+}
+
 void FullyShardedDataParallel::setup(const ShardingSetup& setup) {
   State& s = *state_;
   if (!s.flats.empty()) throw std::logic_error("FullyShardedDataParallel::setup called twice");
@@ -250,7 +258,7 @@ void FullyShardedDataParallel::setup(const ShardingSetup& setup) {
                                          std::move(members), std::move(names), world, rank,
                                          param_dtype, reduce_dtype,
                                          /*shard_is_view=*/stage_ < 3 && param_dtype == own,
-                                         /*keep_full_grad=*/stage_ == 1));
+                                         /*keep_full_grad=*/stage_ == 1, offload_params_));
       unit.full_bytes += static_cast<int64_t>(s.flats.back().full.nbytes());
     }
     if (unit.flats.empty()) return false;
@@ -448,11 +456,12 @@ ShardLayout FullyShardedDataParallel::layout() const {
   return layout;
 }
 
-io::NamedTensors FullyShardedDataParallel::shard_tensors(torch::optim::Optimizer& optimizer) const {
+io::NamedTensors FullyShardedDataParallel::shard_tensors(torch::optim::Optimizer& optimizer,
+                                                        const StateHolder& holder) const {
   io::NamedTensors out;
   for (const FlatParam& f : state_->flats) {
     out.emplace_back(shard_key(f.name, "param"), f.shard.detach().cpu().clone());
-    for (const auto& [kind, t] : param_state_tensors(optimizer, f.shard)) {
+    for (const auto& [kind, t] : param_state_tensors(optimizer, holder ? holder(f.shard) : f.shard)) {
       out.emplace_back(shard_key(f.name, kind), t.detach().cpu().clone());
     }
   }
@@ -467,7 +476,8 @@ std::vector<std::string> FullyShardedDataParallel::sharded_parameter_names() con
 
 void FullyShardedDataParallel::load_shards(const ShardLayout& saved,
                                            const std::vector<io::NamedTensors>& shards,
-                                           torch::optim::Optimizer& optimizer) {
+                                           torch::optim::Optimizer& optimizer,
+                                           const StateHolder& holder) {
   torch::NoGradGuard no_grad;
   State& s = *state_;
   const int rank = comm_->rank();
@@ -522,7 +532,7 @@ void FullyShardedDataParallel::load_shards(const ShardLayout& saved,
     if (param == kinds.end()) throw Error("sharded checkpoint: no shard of '" + f.name + "'");
     f.shard.copy_(param->second);
     kinds.erase(param);
-    if (!kinds.empty()) set_param_state(optimizer, f.shard, kinds);
+    if (!kinds.empty()) set_param_state(optimizer, holder ? holder(f.shard) : f.shard, kinds);
   }
   // zero1/2 compute on whole parameters: gather the restored shards into them.
   after_optimizer_step(/*stepped=*/true);

@@ -10,6 +10,7 @@
 #include "frugal/optim/clip.h"
 #include "frugal/strategy/checkpointing.h"
 #include "frugal/optim/optimizer.h"
+#include "frugal/dist/fsdp.h"
 #include "frugal/engine/sharding_registry.h"
 #include "frugal/util/error.h"
 
@@ -63,12 +64,33 @@ void Engine::setup(std::shared_ptr<torch::nn::Module> model,
   }
   // Then sharding, outside checkpointing.
   if (!sharding_) sharding_ = make_sharding(options_.strategy.sharding, comm_);
+  const OffloadConfig& offload = options_.strategy.offload;
+  if (offload.params) {
+    auto* fsdp = dynamic_cast<dist::FullyShardedDataParallel*>(sharding_.get());
+    if (fsdp == nullptr || fsdp->stage() != 3) {
+      throw Error("strategy.offload.params: needs strategy.sharding.mode zero3");
+    }
+    fsdp->set_offload_params(offload.pin_memory);
+  }
   sharding_->setup(ShardingSetup{*model_, *optimizer_, block_lists_});
-  // What the optimizer steps: the model's parameters, or this rank's shards of them.
+  // What the optimizer steps: the model's parameters, or this rank's shards of them; their
+  // gradients are unscaled and clipped where they are.
   params_.clear();
   for (const auto& group : optimizer_->param_groups()) {
     params_.insert(params_.end(), group.params().begin(), group.params().end());
   }
+  // Then the optimizer moves to the host (offload.params already keeps its shards there).
+  if (offload.optimizer && !offload.params) {
+    offload_ = std::make_unique<OptimizerOffload>(*optimizer_, offload.pin_memory);
+  }
+}
+
+void Engine::reload_parameters() {
+  if (offload_) offload_->reload_from_device();
+}
+
+at::Tensor Engine::optimizer_param(const at::Tensor& p) const {
+  return offload_ ? offload_->master_of(p) : p;
 }
 
 StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
@@ -114,13 +136,18 @@ StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
                        : optimizer_->param_groups().front().options().get_lr();
   if (schedule_) set_learning_rate(*optimizer_, stats.lr);
   if (finite) {
-    optimizer_->step();
+    if (offload_) {
+      offload_->step(*optimizer_);
+    } else {
+      optimizer_->step();
+    }
   } else {
     stats.skipped = true;
   }
   sharding_->after_optimizer_step(finite);
   precision_.update();
   sharding_->zero_grad(*optimizer_);
+  if (offload_) offload_->zero_device_grads();
   ++steps_done_;
 
   stats.step = steps_done_;

@@ -124,11 +124,16 @@ struct Trainer::Impl {
     return ckpt;
   }
 
+  // Where the optimizer keeps a shard's state (its host master under offload).
+  dist::FullyShardedDataParallel::StateHolder state_holder() {
+    return [this](const at::Tensor& t) { return engine->optimizer_param(t); };
+  }
+
   void write_sharded_checkpoint(dist::FullyShardedDataParallel& f, int64_t step) {
     const fs::path dir = plan.dir / "checkpoints";
     if (main) begin_sharded_checkpoint(dir, step);
     comm->barrier();
-    NamedTensors shard = f.shard_tensors(engine->optimizer());
+    NamedTensors shard = f.shard_tensors(engine->optimizer(), state_holder());
     for (auto& t : rng_state()) shard.push_back(std::move(t));  // each rank draws its own
     write_checkpoint_shard(dir, step, comm->rank(), comm->size(), shard);
     comm->barrier();
@@ -181,7 +186,7 @@ struct Trainer::Impl {
           dist::layout_from_json(meta["sharding"].dump(), (from / "meta.json").string());
       const bool same_cut = saved.world_size == comm->size() && saved.flats == f->layout().flats;
       if (!same_cut) ckpt = load_checkpoint(from);  // resharding reads every rank's shard
-      f->load_shards(saved, ckpt.shards, engine->optimizer());
+      f->load_shards(saved, ckpt.shards, engine->optimizer(), state_holder());
       const auto names = f->sharded_parameter_names();
       load_module_state(*model, ckpt.model, (from / "model.pt").string(), {names.begin(), names.end()});
       if (same_cut) {
@@ -196,6 +201,7 @@ struct Trainer::Impl {
       load_rng_state(ckpt.state);
     }
     engine->precision().load_state(ckpt.state);
+    engine->reload_parameters();  // offloaded masters take the restored values
     engine->set_steps_done(ckpt.step);
     LoaderPosition pos;
     pos.epoch = meta["data"].value("epoch", int64_t{0});

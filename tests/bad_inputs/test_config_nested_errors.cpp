@@ -174,6 +174,9 @@ TEST_CASE("config nested errors: names outside their closed sets", "[config][bad
         "c.yaml:3:5: strategy.sharding.prefetch: must be >= 0, got -1");
   CHECK(error_for("strategy:\n  sharding:\n    unit_mb: 0\n") ==
         "c.yaml:3:5: strategy.sharding.unit_mb: must be > 0, got 0");
+  CHECK(error_for("strategy:\n  sharding: zero2\n  offload: {params: true}\n") ==
+        "c.yaml:3:13: strategy.offload.params: needs strategy.sharding.mode zero3 (only zero3 "
+        "shards the parameters), got 'zero2'");
   // The mixed precisions are accepted (the engine decides what it can run).
   CHECK_NOTHROW(load_config_string("strategy: {precision: bf16-mixed}\n", "c.yaml"));
   CHECK_NOTHROW(load_config_string("strategy: {precision: fp16-mixed}\n", "c.yaml"));

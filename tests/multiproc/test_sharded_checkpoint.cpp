@@ -92,6 +92,14 @@ TEST_CASE("sharded checkpoints resume exactly, reshard across world sizes and ex
     CHECK(max_diff(final_of("r22"), w2) == 0.0);
   }
   {
+    INFO("same world size, offloaded optimizer: exact, from a checkpoint written without");
+    CommandResult r = train(2, cfg, "o22", "--set strategy.offload.optimizer=true --set run.resume=" +
+                                               quote(step3("w2").string()));
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(max_diff(final_of("o22"), w2) == 0.0);
+  }
+  {
     INFO("4 -> 2");
     CommandResult r = train(2, cfg, "r42", "--set run.resume=" + quote(step3("w4").string()));
     INFO(r.out << r.err);

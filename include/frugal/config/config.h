@@ -136,12 +136,20 @@ struct ShardingConfig {
   bool accumulate_sharded = true;
 };
 
+// Model state in host memory (ZeRO-Offload).
+struct OffloadConfig {
+  bool optimizer = false;  // fp32 master weights and optimizer state on the host; host step
+  bool params = false;     // zero3: the parameter shards themselves on the host
+  bool pin_memory = true;  // page-locked host buffers when CUDA is present
+};
+
 struct StrategyConfig {
   std::string precision = "fp32";  // fp32 | bf16-mixed | fp16-mixed
   GradScalerConfig grad_scaler;
   int64_t accumulation = 1;  // micro-batches per optimizer step
   CheckpointingConfig checkpointing;
   ShardingConfig sharding;
+  OffloadConfig offload;
 };
 
 struct MemoryConfig {

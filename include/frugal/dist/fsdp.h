@@ -25,6 +25,7 @@
 
 #include <c10/core/ScalarType.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -44,6 +45,10 @@ class FullyShardedDataParallel final : public Sharding {
 
   std::string name() const override;
   int stage() const { return stage_; }
+  // strategy.offload.params (zero3): shards, their gradients and the optimizer's state in
+  // host memory (pinned when asked and CUDA is present); each unit's shard is copied to the
+  // device for its all-gather only. Call before setup().
+  void set_offload_params(bool pin_memory);
   void setup(const ShardingSetup& setup) override;
   void begin_micro_step(int64_t index, int64_t count) override;
   void finish_gradients() override;
@@ -58,14 +63,18 @@ class FullyShardedDataParallel final : public Sharding {
   // Sharded checkpoints (dist/sharded_state.h). The layout of this rank's flat buffers; this
   // rank's shards of the parameters and of their optimizer state ("<flat>/<kind>", on the CPU);
   // the model parameters they hold (the rest of the model is saved whole).
+  // `holder` maps a shard to the tensor the optimizer keeps its state under (optimizer
+  // offload's host master); identity by default.
+  using StateHolder = std::function<at::Tensor(const at::Tensor&)>;
   ShardLayout layout() const;
-  io::NamedTensors shard_tensors(torch::optim::Optimizer& optimizer) const;
+  io::NamedTensors shard_tensors(torch::optim::Optimizer& optimizer,
+                                 const StateHolder& holder = nullptr) const;
   std::vector<std::string> sharded_parameter_names() const;
   // Restores shards saved under `saved`. When `saved` equals layout() (same world size, mode
   // and units), `shards` may hold this rank's shard alone; otherwise every saved rank's, and
   // each parameter is resharded through its whole value.
   void load_shards(const ShardLayout& saved, const std::vector<io::NamedTensors>& shards,
-                   torch::optim::Optimizer& optimizer);
+                   torch::optim::Optimizer& optimizer, const StateHolder& holder = nullptr);
 
   // Figures for tests and benchmarks.
   int64_t unit_count() const;
@@ -81,6 +90,7 @@ class FullyShardedDataParallel final : public Sharding {
   std::shared_ptr<Communicator> comm_;
   ShardingConfig cfg_;
   int stage_;
+  std::optional<at::TensorOptions> offload_params_;
   std::shared_ptr<State> state_;  // shared: autograd hooks and unit wrappers hold it weakly
 };
 

@@ -12,9 +12,8 @@
 //   found_inf = precision.unscale(grads)                               once, before clipping
 //   norm = global grad norm (sharding-aware); clip if configured
 //   lr = schedule(step); optimizer.step() unless found_inf / non-finite
-//   precision.update(); sharding.zero_grad()
-//
-// Offload plugs into the same points as it lands.
+//     (offload.optimizer: gradients to the host, the step there, parameters back)
+//   sharding.after_optimizer_step(); precision.update(); sharding.zero_grad()
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -28,6 +27,7 @@
 #include "frugal/data/batch.h"
 #include "frugal/dist/communicator.h"
 #include "frugal/optim/schedule.h"
+#include "frugal/strategy/offload.h"
 #include "frugal/strategy/precision.h"
 #include "frugal/strategy/sharding.h"
 
@@ -90,6 +90,12 @@ class Engine {
   const std::shared_ptr<dist::Communicator>& communicator() const { return comm_; }
   // The device the model's parameters are on (autocast's device type).
   c10::Device device() const { return device_; }
+  // After parameters were written outside step() (a resume): offloaded masters follow.
+  void reload_parameters();
+  // The tensor the optimizer steps for `p` (a model parameter or a shard): p itself, or its
+  // host master under strategy.offload.optimizer. Optimizer state is kept under it.
+  at::Tensor optimizer_param(const at::Tensor& p) const;
+  const OptimizerOffload* offload() const { return offload_.get(); }
 
  private:
   EngineOptions options_;
@@ -97,6 +103,7 @@ class Engine {
   c10::Device device_{c10::kCPU};
   std::shared_ptr<dist::Communicator> comm_;
   std::shared_ptr<Sharding> sharding_;
+  std::unique_ptr<OptimizerOffload> offload_;
   std::shared_ptr<torch::nn::Module> model_;
   std::shared_ptr<torch::optim::Optimizer> optimizer_;
   std::shared_ptr<const LrSchedule> schedule_;

@@ -360,6 +360,39 @@ int fsdp() {
     require(worst < 5e-2, "param_dtype bf16: parameters near the fp32 reference");
   }
   {
+    // Offload composes with sharding: each rank's shard steps on the host (host to host
+    // here), bit for bit as without offload.
+    auto params_of = [&](const StrategyConfig& sc) {
+      Run run = build(sc, comm);
+      const int64_t per_rank = global / n;
+      for (int64_t s = 0; s < steps; ++s) run.engine->step(batch(s, r * per_rank, per_rank), loss_of(run));
+      FullParameters full(run.engine->sharding());
+      std::map<std::string, at::Tensor> out;
+      for (const auto& p : run.model->named_parameters()) out[p.key()] = p.value().detach().clone();
+      return out;
+    };
+    for (const std::string mode : {"zero2", "zero3"}) {
+      StrategyConfig sc;
+      sc.sharding.mode = mode;
+      sc.accumulation = 2;
+      const auto plain = params_of(sc);
+      sc.offload.optimizer = true;
+      const auto offloaded = params_of(sc);
+      bool equal = true;
+      for (const auto& [k, v] : plain) equal = equal && at::equal(v, offloaded.at(k));
+      require(equal, mode + " with offload.optimizer: the same parameters as without");
+      report["offload_exact"][mode + "/optimizer"] = equal;
+      if (mode == "zero3") {
+        sc.offload.params = true;
+        const auto host_shards = params_of(sc);
+        bool same = true;
+        for (const auto& [k, v] : plain) same = same && at::equal(v, host_shards.at(k));
+        require(same, "zero3 with offload.params: the same parameters as without");
+        report["offload_exact"]["zero3/params"] = same;
+      }
+    }
+  }
+  {
     // fp16-mixed with a scale high enough that early steps overflow: the ranks hold different
     // shards of the gradients, yet agree on every skip, and the scale and the parameters
     // follow one process's. Whether a step overflows depends on how many samples one fp16

@@ -1,0 +1,47 @@
+// Optimizer offload (strategy.offload.optimizer), after ZeRO-Offload: the optimizer steps
+// fp32 master copies of its parameters kept in host memory (pinned when CUDA is present), with
+// its state beside them; the device keeps the parameters it computes with and their gradients.
+// Each step, after the gradients are final (reduced, unscaled, clipped on the device):
+//   device gradients -> host (asynchronous from pinned memory on CUDA), optimizer.step() on
+//   the host, host masters -> device parameters (in the parameters' dtype).
+// Under zero1/2/3 the optimizer's parameters are this rank's shards, so each rank offloads its
+// shard only. On a CPU-only machine the copies are host to host and the arithmetic is the
+// plain run's, bit for bit (the same optimizer steps the same values).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/optim/optimizer.h>
+
+#include <unordered_map>
+#include <vector>
+
+namespace frugal {
+
+class OptimizerOffload {
+ public:
+  // Replaces every parameter of `optimizer`'s groups with a host master copy (before its first
+  // step; a stepped optimizer is a frugal::Error).
+  OptimizerOffload(torch::optim::Optimizer& optimizer, bool pin_memory);
+
+  // Copies the gradients to the host, steps `optimizer` there, copies the parameters back.
+  void step(torch::optim::Optimizer& optimizer);
+  // Zeroes the device gradients in place (the sharding's zero_grad reaches the optimizer's
+  // tensors, the masters, only; in-place keeps DDP's and FSDP's gradient buffers).
+  void zero_device_grads();
+  // After parameters were written on the device outside step() (a resume): masters follow.
+  void reload_from_device();
+  // The host master standing for device tensor `p` in the optimizer (p itself if none).
+  at::Tensor master_of(const at::Tensor& p) const;
+  // Bytes of host memory the masters and their gradients take (optimizer state apart).
+  int64_t host_bytes() const;
+
+ private:
+  struct Pair {
+    at::Tensor device;  // what the model (or the sharding) computes with
+    at::Tensor master;  // host, fp32 (the parameter's own dtype when wider), .grad on host
+  };
+  std::vector<Pair> pairs_;
+  std::unordered_map<const c10::TensorImpl*, size_t> index_;
+};
+
+}  // namespace frugal

@@ -1,0 +1,57 @@
+// `frugal train` with strategy.offload.optimizer: the run, its whole checkpoint and a resume
+// from it end with the same parameters as the plain run, bit for bit.
+#include <ATen/ATen.h>
+#include <catch2/catch.hpp>
+
+#include <map>
+
+#include "frugal/io/safetensors.h"
+#include "support/cli.h"
+
+using namespace frugal::test;
+
+namespace {
+
+std::map<std::string, at::Tensor> weights(const std::filesystem::path& run,
+                                          const std::filesystem::path& file) {
+  CommandResult r = frugal::test::frugal("export " + quote(run.string()) +
+                                         " --format safetensors -o " + quote(file.string()));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  std::map<std::string, at::Tensor> out;
+  for (auto& [k, v] : frugal::io::read_safetensors(file)) out[k] = v;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("frugal train with an offloaded optimizer equals the plain run, resumed or not",
+          "[integration][offload]") {
+  TempDir dir;
+  const auto cfg = dir / "o.yaml";
+  write_text(cfg, "run: {dir: '" + dir.path().string() + "', seed: 2}\n"
+                  "model: {type: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 16, "
+                  "vocab_size: 64, dropout: 0.1}\n"
+                  "data: {type: synthetic, micro_batch_size: 4, synthetic_samples: 128, num_workers: 0}\n"
+                  "optim: {type: adamw, lr: 0.003, weight_decay: 0.1, clip_grad_norm: 0.5}\n"
+                  "train: {max_steps: 6, log_every: 1, eval_batches: 0, progress: none, "
+                  "checkpoint_every: 3}\n"
+                  "strategy: {accumulation: 2}\n"
+                  "generate: {tokens: 0}\n");
+  auto run = [&](const std::string& args) {
+    CommandResult r = frugal::test::frugal("train " + quote(cfg.string()) + " " + args);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+  };
+  run("--set run.name=plain");
+  run("--set run.name=offload --set strategy.offload.optimizer=true");
+  run("--set run.name=resumed --set strategy.offload.optimizer=true --set run.resume=" +
+      quote((dir / "offload" / "checkpoints" / "step_00000003").string()));
+  const auto plain = weights(dir / "plain", dir / "plain.safetensors");
+  for (const char* name : {"offload", "resumed"}) {
+    INFO(name);
+    const auto other = weights(dir / name, dir / (std::string(name) + ".safetensors"));
+    REQUIRE(other.size() == plain.size());
+    for (const auto& [k, v] : plain) CHECK(at::equal(v, other.at(k)));
+  }
+}
