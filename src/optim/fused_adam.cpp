@@ -3,6 +3,9 @@
 #include <ATen/ATen.h>
 #include <torch/utils.h>
 
+#include <type_traits>
+
+#include "frugal/optim/cpu_adam.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
@@ -37,6 +40,29 @@ void fused_step(torch::optim::Optimizer& opt, Kernel kernel) {
       steps.push_back(s.step());
     }
     if (params.empty()) continue;
+    // On the CPU, frugal's fused kernel (optim/cpu_adam.h): one pass per element, at the
+    // memory bandwidth (bench/cpu_adam), for fp32 or bf16 parameters with fp32 moments.
+    bool on_cpu = true;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const at::Tensor& p = params[i];
+      on_cpu = on_cpu && p.device().is_cpu() && p.is_contiguous() && grads[i].is_contiguous() &&
+               (p.scalar_type() == at::kFloat || p.scalar_type() == at::kBFloat16) &&
+               (grads[i].scalar_type() == at::kFloat || grads[i].scalar_type() == p.scalar_type()) &&
+               exp_avgs[i].scalar_type() == at::kFloat && exp_avg_sqs[i].scalar_type() == at::kFloat;
+    }
+    if (on_cpu) {
+      AdamHyper h;
+      h.lr = o.lr();
+      h.beta1 = std::get<0>(o.betas());
+      h.beta2 = std::get<1>(o.betas());
+      h.eps = o.eps();
+      h.weight_decay = o.weight_decay();
+      h.decoupled = std::is_same_v<Options, torch::optim::AdamWOptions>;
+      for (size_t i = 0; i < params.size(); ++i) {
+        cpu_adam_step(params[i], grads[i], exp_avgs[i], exp_avg_sqs[i], h, steps[i]);
+      }
+      continue;
+    }
     // The kernel reads each parameter's step count from a float tensor, as in PyTorch.
     at::Tensor step_values =
         at::tensor(steps, at::kLong).to(at::TensorOptions().dtype(at::kFloat).device(params[0].device()));

@@ -1,4 +1,5 @@
-// Adam and AdamW that update every parameter of a group in one call to ATen's fused kernel
+// Adam and AdamW that update every parameter of a group in one fused pass: on the CPU with
+// fp32 moments, frugal's own kernel (optim/cpu_adam.h); elsewhere ATen's fused kernel
 // (at::_fused_adam_ / at::_fused_adamw_, the kernels behind torch.optim.Adam(fused=True)):
 // one pass over param, grad, m and v per element instead of a dozen tensor ops per
 // parameter. They subclass torch::optim::Adam / AdamW and keep their option and state types,
