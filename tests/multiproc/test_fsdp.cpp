@@ -4,7 +4,8 @@
 // - the parameters after 4 steps equal one process's on the same global batch (fp32, 1e-5);
 // - the state each rank keeps equals ZeRO's formula (16Ψ, what is sharded divided by N);
 // - the bytes sent per step equal 2Ψ (zero1/2) or 3Ψ (zero3's blocks; 2Ψ for its root unit);
-// - zero3 gathers at most a few units at once;
+// - zero3's peak of gathered parameters is exactly the root unit and two blocks (the one
+//   computing and the one prefetched);
 // - wrap: size merges blocks into fewer units; bf16-mixed composes (no further from one bf16
 //   process than twice what cutting its batch moves it, ~1e-2 after 4 Adam steps at lr 3e-3);
 //   param_dtype bf16 gathers half the bytes and stays near the fp32 run (5e-2); fp16-mixed

@@ -271,10 +271,13 @@ int fsdp() {
                   std::to_string(formula));
       if (stage == 3) {
         report["peak_gathered_bytes"] = peak_gathered;
-        // The root unit plus two of the three blocks at most (the one computing and the one
-        // prefetched): never the whole model at once.
-        require(peak_gathered > 0 && peak_gathered < 4 * psi,
-                "zero3 gathers some units, never the whole model at once");
+        // ZeRO-3's "one unit's full parameters": at most the root unit (kept from its forward
+        // to its backward) and two blocks (the one computing and the one prefetched), fp32;
+        // never the whole model.
+        const int64_t block = (psi - psi_root) / mc.n_layer;
+        require(peak_gathered == 4 * (psi_root + 2 * block),
+                "zero3 gathers the root and two blocks at most (" + std::to_string(peak_gathered) +
+                    " bytes)");
       }
     }
   }
