@@ -13,41 +13,34 @@ namespace {
 
 using cpu_adam_isa::Consts;
 
-// The widest instruction set this CPU has, chosen once.
-cpu_adam_isa::UpdateFn update_fn() {
-  static const cpu_adam_isa::UpdateFn fn = [] {
+// The kernels of the widest instruction set this CPU has, chosen once.
+const cpu_adam_isa::Kernels& kernels() {
+  static const cpu_adam_isa::Kernels k = []() -> cpu_adam_isa::Kernels {
 #if defined(__x86_64__) || defined(__i386__)
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
-      return &cpu_adam_isa::update_AVX512;
+      return {&cpu_adam_isa::update_AVX512, &cpu_adam_isa::update_bf16_AVX512,
+              &cpu_adam_isa::update_bf16_fp32grad_AVX512};
     }
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-      return &cpu_adam_isa::update_AVX2;
+      return {&cpu_adam_isa::update_AVX2, &cpu_adam_isa::update_bf16_AVX2,
+              &cpu_adam_isa::update_bf16_fp32grad_AVX2};
     }
 #endif
-    return &cpu_adam_isa::update_DEFAULT;
+    return {&cpu_adam_isa::update_DEFAULT, &cpu_adam_isa::update_bf16_DEFAULT,
+            &cpu_adam_isa::update_bf16_fp32grad_DEFAULT};
   }();
-  return fn;
+  return k;
 }
 
-void update_fp32(float* p, const float* g, float* m, float* v, int64_t n, const Consts& c) {
-  update_fn()(p, g, m, v, n, c);
+void update(float* p, const float* g, float* m, float* v, int64_t n, const Consts& c) {
+  kernels().fp32(p, g, m, v, n, c);
 }
-
-// bf16 parameters / gradients: widened a block at a time into fp32 scratch that stays in L1.
-template <typename P, typename G>
-void update_mixed(P* p, const G* g, float* m, float* v, int64_t n, const Consts& c) {
-  constexpr int64_t kBlock = 1024;
-  float pf[kBlock], gf[kBlock];
-  for (int64_t start = 0; start < n; start += kBlock) {
-    const int64_t len = std::min(kBlock, n - start);
-    for (int64_t i = 0; i < len; ++i) {
-      pf[i] = static_cast<float>(p[start + i]);
-      gf[i] = static_cast<float>(g[start + i]);
-    }
-    update_fp32(pf, gf, m + start, v + start, len, c);
-    for (int64_t i = 0; i < len; ++i) p[start + i] = static_cast<P>(pf[i]);
-  }
+void update(c10::BFloat16* p, const c10::BFloat16* g, float* m, float* v, int64_t n, const Consts& c) {
+  kernels().bf16(p, g, m, v, n, c);
+}
+void update(c10::BFloat16* p, const float* g, float* m, float* v, int64_t n, const Consts& c) {
+  kernels().bf16_fp32grad(p, g, m, v, n, c);
 }
 
 template <typename P, typename G>
@@ -58,11 +51,7 @@ void run(at::Tensor& param, const at::Tensor& grad, at::Tensor& m, at::Tensor& v
   float* vp = v.data_ptr<float>();
   // Chunks of at least 32K elements: enough work per thread to hide the fork.
   at::parallel_for(0, param.numel(), 32768, [&](int64_t begin, int64_t end) {
-    if constexpr (std::is_same_v<P, float> && std::is_same_v<G, float>) {
-      update_fp32(p + begin, g + begin, mp + begin, vp + begin, end - begin, c);
-    } else {
-      update_mixed(p + begin, g + begin, mp + begin, vp + begin, end - begin, c);
-    }
+    update(p + begin, g + begin, mp + begin, vp + begin, end - begin, c);
   });
 }
 

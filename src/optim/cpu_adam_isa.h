@@ -4,6 +4,8 @@
 // the best one the running CPU supports.
 #pragma once
 
+#include <c10/util/BFloat16.h>
+
 #include <cstdint>
 
 namespace frugal::cpu_adam_isa {
@@ -14,10 +16,28 @@ struct Consts {
   bool decoupled;
 };
 
+// fp32 parameters and gradients; bf16 parameters with bf16 or fp32 gradients. Moments fp32.
 using UpdateFn = void (*)(float* p, const float* g, float* m, float* v, int64_t n, const Consts& c);
+using UpdateBf16Fn = void (*)(c10::BFloat16* p, const c10::BFloat16* g, float* m, float* v,
+                              int64_t n, const Consts& c);
+using UpdateBf16Fp32GradFn = void (*)(c10::BFloat16* p, const float* g, float* m, float* v,
+                                      int64_t n, const Consts& c);
 
-void update_DEFAULT(float* p, const float* g, float* m, float* v, int64_t n, const Consts& c);
-void update_AVX2(float* p, const float* g, float* m, float* v, int64_t n, const Consts& c);
-void update_AVX512(float* p, const float* g, float* m, float* v, int64_t n, const Consts& c);
+struct Kernels {
+  UpdateFn fp32;
+  UpdateBf16Fn bf16;
+  UpdateBf16Fp32GradFn bf16_fp32grad;
+};
+
+#define FRUGAL_CPU_ADAM_DECLARE(ISA)                                                          \
+  void update_##ISA(float* p, const float* g, float* m, float* v, int64_t n, const Consts& c); \
+  void update_bf16_##ISA(c10::BFloat16* p, const c10::BFloat16* g, float* m, float* v,        \
+                         int64_t n, const Consts& c);                                         \
+  void update_bf16_fp32grad_##ISA(c10::BFloat16* p, const float* g, float* m, float* v,       \
+                                  int64_t n, const Consts& c);
+FRUGAL_CPU_ADAM_DECLARE(DEFAULT)
+FRUGAL_CPU_ADAM_DECLARE(AVX2)
+FRUGAL_CPU_ADAM_DECLARE(AVX512)
+#undef FRUGAL_CPU_ADAM_DECLARE
 
 }  // namespace frugal::cpu_adam_isa
