@@ -72,6 +72,9 @@ struct FullyShardedDataParallel::State {
   bool sync = true;          // this micro-step's gradients are reduced
   bool pinned_full = false;  // set_full_parameters(true)
   size_t next_launch = 0;
+  // notify_final_gradients: who to tell, and the launched units not told yet (in order).
+  std::function<void(const std::vector<at::Tensor>&)> on_final;
+  std::vector<size_t> untold;
   int64_t gathered_bytes = 0;
   int64_t peak_gathered = 0;
 
@@ -119,11 +122,32 @@ struct FullyShardedDataParallel::State {
   // order); `force`: all remaining ones, complete or not (end of backward).
   void launch_in_order(bool force) {
     while (next_launch < launch_order.size()) {
-      ShardUnit& unit = units[launch_order[next_launch]];
+      const size_t u = launch_order[next_launch];
+      ShardUnit& unit = units[u];
       if (!force && unit.ready < unit.params) break;
       for (size_t f : unit.flats) flats[f].start_reduce(*comm);
       ++next_launch;
+      if (on_final) {
+        // The units launched before this one have had its backward to finish reducing.
+        tell_final(/*keep_last=*/true);
+        untold.push_back(u);
+      }
     }
+  }
+
+  // Finishes the reductions of the untold units (but the newest when keep_last) and hands
+  // their shards to on_final.
+  void tell_final(bool keep_last) {
+    const size_t count = keep_last && !untold.empty() ? untold.size() - 1 : untold.size();
+    std::vector<at::Tensor> shards;
+    for (size_t i = 0; i < count; ++i) {
+      for (size_t f : units[untold[i]].flats) {
+        flats[f].finish_reduce();
+        shards.push_back(flats[f].shard);
+      }
+    }
+    untold.erase(untold.begin(), untold.begin() + static_cast<std::ptrdiff_t>(count));
+    if (!shards.empty()) on_final(shards);
   }
 
   void on_gradient(size_t index) {
@@ -153,6 +177,10 @@ struct FullyShardedDataParallel::State {
   void end_backward() {
     std::lock_guard<std::recursive_mutex> lock(mutex);
     if (sync) launch_in_order(/*force=*/true);
+    if (on_final) {
+      tell_final(/*keep_last=*/false);
+      on_final = nullptr;
+    }
     for (FlatParam& f : flats) f.finish_reduce();
     for (size_t u = 0; u < units.size(); ++u) release(u);
     std::fill(reported.begin(), reported.end(), 0);
@@ -393,6 +421,15 @@ void FullyShardedDataParallel::begin_micro_step(int64_t index, int64_t count) {
 }
 
 void FullyShardedDataParallel::finish_gradients() { state_->end_backward(); }
+
+bool FullyShardedDataParallel::notify_final_gradients(
+    std::function<void(const std::vector<at::Tensor>&)> ready) {
+  std::lock_guard<std::recursive_mutex> lock(state_->mutex);
+  if (!state_->sync) return false;  // this micro-step reduces nothing
+  state_->on_final = std::move(ready);
+  state_->untold.clear();
+  return true;
+}
 
 double FullyShardedDataParallel::sum_across_ranks(double v) { return all_reduce_scalar(*comm_, v); }
 

@@ -2,6 +2,11 @@
 
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <atomic>
+#include <typeinfo>
 
 #include <chrono>
 #include <cmath>
@@ -81,7 +86,35 @@ void Engine::setup(std::shared_ptr<torch::nn::Module> model,
   }
   // Then the optimizer moves to the host (offload.params already keeps its shards there).
   if (offload.optimizer && !offload.params) {
-    offload_ = std::make_unique<OptimizerOffload>(*optimizer_, offload.pin_memory);
+    offload_ = std::make_shared<OptimizerOffload>(*optimizer_, offload.pin_memory);
+    if (typeid(*sharding_) == typeid(Sharding)) watch_gradients_for_pipeline();
+  }
+}
+
+struct Engine::PipelineHooks {
+  std::atomic<bool> armed{false};
+  std::weak_ptr<OptimizerOffload> offload;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // keep the hooks alive
+};
+
+void Engine::watch_gradients_for_pipeline() {
+  pipeline_hooks_ = std::make_shared<PipelineHooks>();
+  pipeline_hooks_->offload = offload_;
+  std::weak_ptr<PipelineHooks> weak = pipeline_hooks_;
+  for (const at::Tensor& p : params_) {
+    if (!p.requires_grad()) continue;
+    auto acc = torch::autograd::impl::grad_accumulator(p);
+    at::Tensor param = p;
+    acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [weak, param](const torch::autograd::variable_list& outputs,
+                      const torch::autograd::variable_list&) {
+          auto hooks = weak.lock();
+          if (hooks && hooks->armed.load()) {
+            if (auto offload = hooks->offload.lock()) offload->ready({param});
+          }
+          return outputs;
+        }));
+    pipeline_hooks_->accumulators.push_back(std::move(acc));
   }
 }
 
@@ -102,6 +135,18 @@ StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
   // Exact integers in a double up to 2^53: the divisor is the whole job's target count.
   const double step_targets = sharding_->sum_across_ranks(static_cast<double>(stats.targets));
 
+  // Offload's pipeline: nothing needs every gradient before the step (no clipping, no loss
+  // scaling), so the host steps each parameter as soon as its gradient is final. The learning
+  // rate is set first.
+  const bool pipelined =
+      offload_ && options_.clip_grad_norm <= 0.0 && precision_.scaler() == nullptr;
+  if (pipelined) {
+    stats.lr = schedule_ ? schedule_->lr_at(steps_done_)
+                         : optimizer_->param_groups().front().options().get_lr();
+    if (schedule_) set_learning_rate(*optimizer_, stats.lr);
+    offload_->begin_pipeline(*optimizer_);
+  }
+
   // 1. Forward (under the precision's autocast) and backward over the micro-batches;
   //    gradients accumulate in .grad.
   at::Tensor loss_sum;  // summed on the device: one host sync per step, not one per micro-step
@@ -110,6 +155,16 @@ StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
   for (int64_t i = 0; i < k; ++i) {
     const Batch& micro = micro_batches[i];
     sharding_->begin_micro_step(i, k);
+    if (pipelined && i == k - 1) {
+      if (pipeline_hooks_) {
+        pipeline_hooks_->armed = true;
+      } else {
+        std::weak_ptr<OptimizerOffload> weak = offload_;
+        sharding_->notify_final_gradients([weak](const std::vector<at::Tensor>& params) {
+          if (auto offload = weak.lock()) offload->ready(params);
+        });
+      }
+    }
     at::Tensor loss;
     {
       auto autocast = precision_.autocast(device_.type());
@@ -119,6 +174,7 @@ StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
     loss_sum = loss_sum.defined() ? loss_sum + loss.detach() : loss.detach();
   }
   sharding_->finish_gradients();
+  if (pipeline_hooks_) pipeline_hooks_->armed = false;
   stats.loss = sharding_->sum_across_ranks(loss_sum.item<double>());
 
   // 2. Unscale once (fp16), then the global gradient norm and clipping.
@@ -132,10 +188,17 @@ StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
   }
 
   // 3. The update; a step with non-finite gradients is skipped (fp16: the scaler backs off).
-  stats.lr = schedule_ ? schedule_->lr_at(steps_done_)
-                       : optimizer_->param_groups().front().options().get_lr();
-  if (schedule_) set_learning_rate(*optimizer_, stats.lr);
-  if (finite) {
+  if (!pipelined) {
+    stats.lr = schedule_ ? schedule_->lr_at(steps_done_)
+                         : optimizer_->param_groups().front().options().get_lr();
+    if (schedule_) set_learning_rate(*optimizer_, stats.lr);
+  }
+  if (pipelined) {
+    // Waits for the host thread and steps what it was not handed. Non-finite gradients
+    // cannot be skipped here: their parameters may have been stepped during backward.
+    offload_->finish_pipeline();
+    stats.skipped = !finite;
+  } else if (finite) {
     if (offload_) {
       offload_->step(*optimizer_);
     } else {
@@ -144,7 +207,7 @@ StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
   } else {
     stats.skipped = true;
   }
-  sharding_->after_optimizer_step(finite);
+  sharding_->after_optimizer_step(finite || pipelined);
   precision_.update();
   sharding_->zero_grad(*optimizer_);
   if (offload_) offload_->zero_device_grads();

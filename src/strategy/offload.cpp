@@ -28,16 +28,28 @@ OptimizerOffload::OptimizerOffload(torch::optim::Optimizer& optimizer, bool pin_
       master.requires_grad_(p.requires_grad());
       if (p.requires_grad()) master.mutable_grad() = at::zeros(p.sizes(), host);
       index_[p.unsafeGetTensorImpl()] = pairs_.size();
+      master_index_[master.unsafeGetTensorImpl()] = pairs_.size();
       pairs_.push_back({p, master});
       p = master;  // the optimizer now steps the master
     }
   }
 }
 
-void OptimizerOffload::step(torch::optim::Optimizer& optimizer) {
+OptimizerOffload::~OptimizerOffload() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+void OptimizerOffload::step_pairs(torch::optim::Optimizer& optimizer,
+                                  const std::vector<size_t>& which) {
   torch::NoGradGuard no_grad;
   // 1. Gradients to the host; a parameter without one keeps none (the optimizer skips it).
-  for (Pair& pair : pairs_) {
+  for (size_t i : which) {
+    Pair& pair = pairs_[i];
     if (!pair.master.requires_grad()) continue;
     const at::Tensor& g = pair.device.grad();
     if (!g.defined()) {
@@ -51,10 +63,102 @@ void OptimizerOffload::step(torch::optim::Optimizer& optimizer) {
   if (!pairs_.empty() && pairs_.front().device.is_cuda()) {
     at::detail::getCUDAHooks().deviceSynchronize(pairs_.front().device.device().index());
   }
-  // 2. The host step.
-  optimizer.step();
+  // 2. The host step, of these masters only when they are not all of them.
+  auto& groups = optimizer.param_groups();
+  std::vector<std::vector<at::Tensor>> saved;
+  if (which.size() != pairs_.size()) {
+    std::vector<char> chosen(pairs_.size(), 0);
+    for (size_t i : which) chosen[i] = 1;
+    for (auto& group : groups) {
+      saved.push_back(group.params());
+      std::vector<at::Tensor> subset;
+      for (const auto& m : group.params()) {
+        auto it = master_index_.find(m.unsafeGetTensorImpl());
+        if (it != master_index_.end() && chosen[it->second]) subset.push_back(m);
+      }
+      group.params() = std::move(subset);
+    }
+  }
+  try {
+    optimizer.step();
+  } catch (...) {
+    for (size_t g = 0; g < saved.size(); ++g) groups[g].params() = std::move(saved[g]);
+    throw;
+  }
+  for (size_t g = 0; g < saved.size(); ++g) groups[g].params() = std::move(saved[g]);
   // 3. Parameters back to the device, in their own dtype.
-  for (Pair& pair : pairs_) pair.device.copy_(pair.master, /*non_blocking=*/true);
+  for (size_t i : which) pairs_[i].device.copy_(pairs_[i].master, /*non_blocking=*/true);
+}
+
+void OptimizerOffload::step(torch::optim::Optimizer& optimizer) {
+  std::vector<size_t> all(pairs_.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  step_pairs(optimizer, all);
+}
+
+void OptimizerOffload::begin_pipeline(torch::optim::Optimizer& optimizer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+  pipeline_ = &optimizer;
+  handed_.assign(pairs_.size(), 0);
+  pipelined_ = 0;
+  error_ = nullptr;
+}
+
+void OptimizerOffload::ready(const std::vector<at::Tensor>& device_params) {
+  std::vector<size_t> which;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (pipeline_ == nullptr) return;
+    for (const auto& p : device_params) {
+      auto it = index_.find(p.unsafeGetTensorImpl());
+      if (it == index_.end() || handed_[it->second]) continue;
+      handed_[it->second] = 1;
+      which.push_back(it->second);
+    }
+    if (which.empty()) return;
+    queue_.push_back(std::move(which));
+  }
+  wake_.notify_one();
+}
+
+void OptimizerOffload::worker_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    std::vector<size_t> which = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    torch::optim::Optimizer* optimizer = pipeline_;
+    lock.unlock();
+    try {
+      step_pairs(*optimizer, which);
+    } catch (...) {
+      std::lock_guard<std::mutex> relock(mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
+    lock.lock();
+    pipelined_ += static_cast<int64_t>(which.size());
+    busy_ = false;
+    idle_.notify_all();
+  }
+}
+
+void OptimizerOffload::finish_pipeline() {
+  torch::optim::Optimizer* optimizer = nullptr;
+  std::vector<size_t> rest;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
+    optimizer = pipeline_;
+    pipeline_ = nullptr;
+    if (error_) std::rethrow_exception(error_);
+    for (size_t i = 0; i < pairs_.size(); ++i) {
+      if (!handed_[i]) rest.push_back(i);
+    }
+  }
+  if (optimizer != nullptr && !rest.empty()) step_pairs(*optimizer, rest);
 }
 
 void OptimizerOffload::zero_device_grads() {

@@ -19,10 +19,11 @@ struct Trained {
   std::vector<double> losses;
 };
 
-Trained train(StrategyConfig sc, const OptimConfig& oc, int64_t steps) {
+Trained train(StrategyConfig sc, const OptimConfig& oc, int64_t steps, double clip = 0.5,
+              int64_t* pipelined = nullptr) {
   at::manual_seed(4);
   auto model = std::make_shared<Gpt>(GptOptions::sized(32, 16, 2, 2, 32));
-  Engine engine(EngineOptions{sc, 0.5});
+  Engine engine(EngineOptions{sc, clip});
   engine.setup(model, make_optimizer(oc, *model));
   Trained out;
   at::manual_seed(5);
@@ -33,6 +34,7 @@ Trained train(StrategyConfig sc, const OptimConfig& oc, int64_t steps) {
             .loss);
   }
   for (const auto& p : model->parameters()) out.params.push_back(p.detach().clone());
+  if (pipelined != nullptr) *pipelined = engine.offload() ? engine.offload()->pipelined_last_step() : 0;
   return out;
 }
 
@@ -61,6 +63,30 @@ TEST_CASE("optimizer offload trains exactly as the plain run", "[unit][offload]"
       const Trained offloaded = train(sc, oc, 5);
       CHECK(offloaded.losses == plain.losses);
       REQUIRE(offloaded.params.size() == plain.params.size());
+      for (size_t i = 0; i < plain.params.size(); ++i) CHECK(at::equal(offloaded.params[i], plain.params[i]));
+    }
+  }
+}
+
+TEST_CASE("without clipping or loss scaling, offload steps parameters during backward, exactly",
+          "[unit][offload]") {
+  for (int64_t accumulation : {1, 3}) {
+    SECTION("accumulation " + std::to_string(accumulation)) {
+      OptimConfig oc;
+      oc.lr = 3e-3;
+      oc.weight_decay = 0.1;
+      StrategyConfig sc;
+      sc.accumulation = accumulation;
+      sc.checkpointing.policy = "full";
+      const Trained plain = train(sc, oc, 4, /*clip=*/0.0);
+      sc.offload.optimizer = true;
+      int64_t pipelined = 0;
+      const Trained offloaded = train(sc, oc, 4, /*clip=*/0.0, &pipelined);
+      // Every parameter was handed to the host thread as its gradient became final.
+      at::manual_seed(4);
+      const auto count = static_cast<int64_t>(Gpt(GptOptions::sized(32, 16, 2, 2, 32)).parameters().size());
+      CHECK(pipelined == count);
+      CHECK(offloaded.losses == plain.losses);
       for (size_t i = 0; i < plain.params.size(); ++i) CHECK(at::equal(offloaded.params[i], plain.params[i]));
     }
   }

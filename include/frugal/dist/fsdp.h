@@ -52,6 +52,9 @@ class FullyShardedDataParallel final : public Sharding {
   void setup(const ShardingSetup& setup) override;
   void begin_micro_step(int64_t index, int64_t count) override;
   void finish_gradients() override;
+  // Each unit's shards are final once its reduce-scatter is done: waited for when the next
+  // unit's starts (or at the end of backward), and then handed to `ready`.
+  bool notify_final_gradients(std::function<void(const std::vector<at::Tensor>&)> ready) override;
   double sum_across_ranks(double v) override;
   bool any_across_ranks(bool local) override;
   at::Tensor grad_norm_squared(const std::vector<at::Tensor>& params) override;

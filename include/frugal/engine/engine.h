@@ -12,7 +12,9 @@
 //   found_inf = precision.unscale(grads)                               once, before clipping
 //   norm = global grad norm (sharding-aware); clip if configured
 //   lr = schedule(step); optimizer.step() unless found_inf / non-finite
-//     (offload.optimizer: gradients to the host, the step there, parameters back)
+//     (offload.optimizer: gradients to the host, the step there, parameters back; without
+//     clipping or loss scaling this is pipelined: each parameter (or zero unit) is stepped on
+//     a host thread as soon as its gradient is final, while backward goes on)
 //   sharding.after_optimizer_step(); precision.update(); sharding.zero_grad()
 #pragma once
 
@@ -98,12 +100,18 @@ class Engine {
   const OptimizerOffload* offload() const { return offload_.get(); }
 
  private:
+  void watch_gradients_for_pipeline();
+
   EngineOptions options_;
   Precision precision_;
   c10::Device device_{c10::kCPU};
   std::shared_ptr<dist::Communicator> comm_;
   std::shared_ptr<Sharding> sharding_;
-  std::unique_ptr<OptimizerOffload> offload_;
+  std::shared_ptr<OptimizerOffload> offload_;
+  // The pipelined offload step under sharding none: hooks on the parameters' gradient
+  // accumulators hand each final gradient over while `armed` (the last micro-step).
+  struct PipelineHooks;
+  std::shared_ptr<PipelineHooks> pipeline_hooks_;
   std::shared_ptr<torch::nn::Module> model_;
   std::shared_ptr<torch::optim::Optimizer> optimizer_;
   std::shared_ptr<const LrSchedule> schedule_;

@@ -12,6 +12,11 @@
 #include <ATen/core/Tensor.h>
 #include <torch/optim/optimizer.h>
 
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -22,12 +27,27 @@ class OptimizerOffload {
   // Replaces every parameter of `optimizer`'s groups with a host master copy (before its first
   // step; a stepped optimizer is a frugal::Error).
   OptimizerOffload(torch::optim::Optimizer& optimizer, bool pin_memory);
+  ~OptimizerOffload();
+  OptimizerOffload(const OptimizerOffload&) = delete;
+  OptimizerOffload& operator=(const OptimizerOffload&) = delete;
 
   // Copies the gradients to the host, steps `optimizer` there, copies the parameters back.
   void step(torch::optim::Optimizer& optimizer);
   // Zeroes the device gradients in place (the sharding's zero_grad reaches the optimizer's
   // tensors, the masters, only; in-place keeps DDP's and FSDP's gradient buffers).
   void zero_device_grads();
+  // The pipelined step, overlapped with backward (ZeRO-Offload's): between begin_pipeline and
+  // finish_pipeline, ready(params) hands over parameters whose gradients are final (reduced);
+  // a host thread copies those gradients, steps those masters (the optimizer's groups cut down
+  // to them) and copies them back while backward goes on. finish_pipeline waits for it and
+  // steps whatever was not handed over. Only valid when nothing needs every gradient before
+  // the step (no clipping, no loss scaling): the engine decides.
+  void begin_pipeline(torch::optim::Optimizer& optimizer);
+  void ready(const std::vector<at::Tensor>& device_params);  // from any thread
+  void finish_pipeline();
+  // Parameters the host thread stepped during the last pipelined backward.
+  int64_t pipelined_last_step() const { return pipelined_; }
+
   // After parameters were written on the device outside step() (a resume): masters follow.
   void reload_from_device();
   // The host master standing for device tensor `p` in the optimizer (p itself if none).
@@ -40,8 +60,25 @@ class OptimizerOffload {
     at::Tensor device;  // what the model (or the sharding) computes with
     at::Tensor master;  // host, fp32 (the parameter's own dtype when wider), .grad on host
   };
+  // Copies the gradients of pairs `which` over, steps their masters alone, copies them back.
+  void step_pairs(torch::optim::Optimizer& optimizer, const std::vector<size_t>& which);
+  void worker_loop();
+
   std::vector<Pair> pairs_;
-  std::unordered_map<const c10::TensorImpl*, size_t> index_;
+  std::unordered_map<const c10::TensorImpl*, size_t> index_;         // by device tensor
+  std::unordered_map<const c10::TensorImpl*, size_t> master_index_;  // by master
+
+  // The pipeline's host thread and its queue of ready pairs.
+  std::thread worker_;
+  std::mutex mutex_;
+  std::condition_variable wake_, idle_;
+  std::deque<std::vector<size_t>> queue_;
+  bool busy_ = false;
+  bool stop_ = false;
+  torch::optim::Optimizer* pipeline_ = nullptr;  // set between begin and finish
+  std::vector<char> handed_;                      // per pair, this step
+  std::exception_ptr error_;
+  int64_t pipelined_ = 0;
 };
 
 }  // namespace frugal

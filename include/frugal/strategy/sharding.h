@@ -21,6 +21,7 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,14 @@ class Sharding {
   virtual bool any_across_ranks(bool local) { return local; }
   // Sum of squares of every gradient of the model, across ranks (a 0-dim tensor).
   virtual at::Tensor grad_norm_squared(const std::vector<at::Tensor>& params);
+  // Optimizer offload's pipeline: asks to be told, during the coming backward (the last
+  // micro-step's), as soon as gradients of parameters the optimizer steps are final (reduced);
+  // `ready` gets those parameters, possibly on another thread. Disarmed by finish_gradients.
+  // Returns false when this strategy cannot tell before finish_gradients.
+  virtual bool notify_final_gradients(std::function<void(const std::vector<at::Tensor>&)> ready) {
+    (void)ready;
+    return false;
+  }
   // After the optimizer's step (stepped = false when it was skipped).
   virtual void after_optimizer_step(bool stepped) { (void)stepped; }
   virtual void zero_grad(torch::optim::Optimizer& optimizer) {

@@ -173,11 +173,13 @@ int fsdp() {
     std::shared_ptr<Model> model;
     std::unique_ptr<Engine> engine;
   };
-  auto build = [&](const StrategyConfig& sc, std::shared_ptr<dist::Communicator> c) {
+  auto build = [&](const StrategyConfig& sc, std::shared_ptr<dist::Communicator> c,
+                   double clip_norm = -1) {
+    if (clip_norm < 0) clip_norm = clip;
     at::manual_seed(3);
     Run run;
     run.model = make_model(mc);
-    run.engine = std::make_unique<Engine>(EngineOptions{sc, clip}, std::move(c));
+    run.engine = std::make_unique<Engine>(EngineOptions{sc, clip_norm}, std::move(c));
     run.engine->setup(run.model, make_optimizer(oc, *run.model));
     return run;
   };
@@ -365,10 +367,12 @@ int fsdp() {
   {
     // Offload composes with sharding: each rank's shard steps on the host (host to host
     // here), bit for bit as without offload.
-    auto params_of = [&](const StrategyConfig& sc) {
-      Run run = build(sc, comm);
+    int64_t pipelined = 0;
+    auto params_of = [&](const StrategyConfig& sc, double clip_norm) {
+      Run run = build(sc, comm, clip_norm);
       const int64_t per_rank = global / n;
       for (int64_t s = 0; s < steps; ++s) run.engine->step(batch(s, r * per_rank, per_rank), loss_of(run));
+      pipelined = run.engine->offload() ? run.engine->offload()->pipelined_last_step() : 0;
       FullParameters full(run.engine->sharding());
       std::map<std::string, at::Tensor> out;
       for (const auto& p : run.model->named_parameters()) out[p.key()] = p.value().detach().clone();
@@ -378,16 +382,28 @@ int fsdp() {
       StrategyConfig sc;
       sc.sharding.mode = mode;
       sc.accumulation = 2;
-      const auto plain = params_of(sc);
+      const auto plain = params_of(sc, clip);
       sc.offload.optimizer = true;
-      const auto offloaded = params_of(sc);
+      const auto offloaded = params_of(sc, clip);
       bool equal = true;
       for (const auto& [k, v] : plain) equal = equal && at::equal(v, offloaded.at(k));
       require(equal, mode + " with offload.optimizer: the same parameters as without");
       report["offload_exact"][mode + "/optimizer"] = equal;
+      // Without clipping the host steps each unit's shards as soon as they are reduced,
+      // while backward goes on: still the same parameters.
+      sc.offload.optimizer = false;
+      const auto plain_unclipped = params_of(sc, 0.0);
+      sc.offload.optimizer = true;
+      const auto overlapped = params_of(sc, 0.0);
+      bool same_overlapped = true;
+      for (const auto& [k, v] : plain_unclipped) same_overlapped = same_overlapped && at::equal(v, overlapped.at(k));
+      require(same_overlapped, mode + " with a pipelined offload step: the same parameters");
+      require(pipelined > 0, mode + ": shards were stepped during backward");
+      report["offload_exact"][mode + "/pipelined"] = same_overlapped;
+      report["offload_pipelined_shards"][mode] = pipelined;
       if (mode == "zero3") {
         sc.offload.params = true;
-        const auto host_shards = params_of(sc);
+        const auto host_shards = params_of(sc, clip);
         bool same = true;
         for (const auto& [k, v] : plain) same = same && at::equal(v, host_shards.at(k));
         require(same, "zero3 with offload.params: the same parameters as without");
