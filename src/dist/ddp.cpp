@@ -31,6 +31,10 @@ struct DataParallel::State {
   std::mutex mutex;
   bool sync = true;
   int64_t next_launch = 0;
+  // notify_final_gradients: who to tell, and the launched buckets not told yet (in order).
+  std::function<void(const std::vector<at::Tensor>&)> on_final;
+  std::vector<int64_t> untold;
+  std::vector<std::vector<int64_t>> members;  // per bucket, its parameters
   int64_t launched_in_backward = 0;
 
   // Launches the ready buckets from next_launch on, in order (every rank issues collectives
@@ -41,8 +45,26 @@ struct DataParallel::State {
       if (!force && b.ready < b.size) break;
       b.work = comm->all_reduce(b.flat, Reduce::kSum, /*async=*/true);
       if (in_backward) ++launched_in_backward;
+      if (on_final) {
+        // The buckets launched before this one have had its backward to finish reducing.
+        tell_final(/*keep_last=*/false);
+        untold.push_back(next_launch);
+      }
       ++next_launch;
     }
+  }
+
+  // Waits for the untold buckets (but the newest when keep_last) and hands their parameters
+  // to on_final.
+  void tell_final(bool keep_last) {
+    const size_t count = keep_last && !untold.empty() ? untold.size() - 1 : untold.size();
+    std::vector<at::Tensor> ready;
+    for (size_t i = 0; i < count; ++i) {
+      buckets[untold[i]].work.wait();
+      for (int64_t p : members[untold[i]]) ready.push_back(params[p]);
+    }
+    untold.erase(untold.begin(), untold.begin() + static_cast<std::ptrdiff_t>(count));
+    if (!ready.empty()) on_final(ready);
   }
 
   void on_gradient(int64_t index) {
@@ -99,7 +121,7 @@ void DataParallel::setup(const ShardingSetup& setup) {
   const int64_t cap = static_cast<int64_t>(bucket_mb_ * 1024 * 1024);
   s.bucket_of.assign(s.params.size(), -1);
   s.reported.assign(s.params.size(), 0);
-  std::vector<std::vector<int64_t>> members;
+  std::vector<std::vector<int64_t>>& members = s.members;
   int64_t bytes = 0;
   for (int64_t i = static_cast<int64_t>(s.params.size()) - 1; i >= 0; --i) {
     const at::Tensor& p = s.params[i];
@@ -161,8 +183,21 @@ void DataParallel::finish_gradients() {
     // Buckets whose parameters got no gradient this step (unused in the forward) still
     // take part, with zeros, so that every rank issues the same collectives.
     s.launch_in_order(/*force=*/true, /*in_backward=*/false);
+    if (s.on_final) {
+      s.tell_final(/*keep_last=*/false);
+      s.on_final = nullptr;
+    }
   }
   for (auto& b : s.buckets) b.work.wait();
+}
+
+bool DataParallel::notify_final_gradients(
+    std::function<void(const std::vector<at::Tensor>&)> ready) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (!state_->sync) return false;  // this micro-step reduces nothing
+  state_->on_final = std::move(ready);
+  state_->untold.clear();
+  return true;
 }
 
 double DataParallel::sum_across_ranks(double v) { return all_reduce_scalar(*comm_, v); }

@@ -56,6 +56,7 @@ TEST_CASE("ddp buckets start during backward, skip early micro-steps and sum ove
       REQUIRE(r.exit_code == 0);
       auto j = rank0_report(r.out);
       CHECK(j.at("launched_during_backward") == j.at("buckets"));
+      CHECK(j.at("offload_pipelined") == 6);  // every parameter of the 3-layer MLP
     }
   }
 }

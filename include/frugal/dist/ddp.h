@@ -31,6 +31,9 @@ class DataParallel final : public Sharding {
   void setup(const ShardingSetup& setup) override;
   void begin_micro_step(int64_t index, int64_t count) override;
   void finish_gradients() override;
+  // A bucket's parameters are final once its all-reduce is done: waited for when the next
+  // bucket's starts (or at the end of backward), and then handed to `ready`.
+  bool notify_final_gradients(std::function<void(const std::vector<at::Tensor>&)> ready) override;
   double sum_across_ranks(double v) override;
   void zero_grad(torch::optim::Optimizer& optimizer) override;
   bool is_main() const override { return comm_->is_main(); }

@@ -133,10 +133,41 @@ int ddp() {
   comm->all_reduce(loss_max, dist::Reduce::kMax);
   require(loss_max.item<double>() == st.loss, "the same step loss on every rank");
   require(!at::equal(w_before, net->parameters().front()), "parameters moved");
+  // With offload.optimizer and no clipping, each bucket's parameters are stepped on the host
+  // as soon as its all-reduce is done, during backward: the same parameters as without.
+  auto offloaded_run = [&](bool offload, int64_t* pipelined) {
+    at::manual_seed(1);
+    auto mlp = torch::nn::Sequential(torch::nn::Linear(16, 64), torch::nn::Linear(64, 64),
+                                     torch::nn::Linear(64, 4));
+    StrategyConfig o;
+    o.accumulation = 2;
+    o.sharding.mode = "ddp";
+    o.sharding.bucket_mb = 0.01;
+    o.offload.optimizer = offload;
+    Engine e(EngineOptions{o, 0.0}, comm);
+    e.setup(mlp.ptr(), std::make_shared<torch::optim::SGD>(
+                           mlp->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9)));
+    at::manual_seed(200 + comm->rank());
+    for (int s = 0; s < 3; ++s) {
+      at::Tensor xs = at::randn({4, 16}), ys = at::randn({4, 4});
+      e.step(Batch{xs, ys}, [&](const Batch& mb) { return (mlp->forward(mb.x) - mb.y).pow(2).sum(); });
+    }
+    if (pipelined != nullptr) *pipelined = e.offload()->pipelined_last_step();
+    return mlp->parameters();
+  };
+  int64_t pipelined = 0;
+  const auto plain_params = offloaded_run(false, nullptr);
+  const auto offloaded_params = offloaded_run(true, &pipelined);
+  for (size_t i = 0; i < plain_params.size(); ++i) {
+    require(at::equal(plain_params[i], offloaded_params[i]), "ddp with a pipelined offload step");
+  }
+  require(pipelined == static_cast<int64_t>(plain_params.size()),
+          "every parameter handed to the host as its bucket finished");
   if (comm->is_main()) {
     std::cout << json{{"world", n}, {"buckets", buckets},
                       {"launched_during_backward", ddp.launched_during_backward()},
-                      {"loss", st.loss}, {"traffic", traffic_json(*comm)}}.dump()
+                      {"loss", st.loss}, {"traffic", traffic_json(*comm)},
+                      {"offload_pipelined", pipelined}}.dump()
               << std::endl;
   }
   return 0;
