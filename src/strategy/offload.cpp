@@ -6,6 +6,7 @@
 #include <torch/autograd.h>
 
 #include "frugal/util/error.h"
+#include "offload_stream.h"
 
 namespace frugal {
 
@@ -45,24 +46,25 @@ OptimizerOffload::~OptimizerOffload() {
 }
 
 void OptimizerOffload::step_pairs(torch::optim::Optimizer& optimizer,
-                                  const std::vector<size_t>& which) {
+                                  const std::vector<size_t>& which,
+                                  const std::shared_ptr<offload_stream::Marker>& final_at) {
   torch::NoGradGuard no_grad;
-  // 1. Gradients to the host; a parameter without one keeps none (the optimizer skips it).
-  for (size_t i : which) {
-    Pair& pair = pairs_[i];
-    if (!pair.master.requires_grad()) continue;
-    const at::Tensor& g = pair.device.grad();
-    if (!g.defined()) {
-      pair.master.mutable_grad() = at::Tensor();
-      continue;
+  const c10::Device device = pairs_.empty() ? c10::Device(c10::kCPU) : pairs_.front().device.device();
+  // 1. Gradients to the host, on the side stream after the point where they became final; a
+  //    parameter without one keeps none (the optimizer skips it).
+  offload_stream::on_side_stream(device, final_at, [&] {
+    for (size_t i : which) {
+      Pair& pair = pairs_[i];
+      if (!pair.master.requires_grad()) continue;
+      const at::Tensor& g = pair.device.grad();
+      if (!g.defined()) {
+        pair.master.mutable_grad() = at::Tensor();
+        continue;
+      }
+      if (!pair.master.grad().defined()) pair.master.mutable_grad() = at::zeros_like(pair.master);
+      pair.master.mutable_grad().copy_(g, /*non_blocking=*/true);
     }
-    if (!pair.master.grad().defined()) pair.master.mutable_grad() = at::zeros_like(pair.master);
-    pair.master.mutable_grad().copy_(g, /*non_blocking=*/true);
-  }
-  // Copies from the device are asynchronous into pinned memory: wait before the host reads.
-  if (!pairs_.empty() && pairs_.front().device.is_cuda()) {
-    at::detail::getCUDAHooks().deviceSynchronize(pairs_.front().device.device().index());
-  }
+  }, /*wait_host=*/true);
   // 2. The host step, of these masters only when they are not all of them.
   auto& groups = optimizer.param_groups();
   std::vector<std::vector<at::Tensor>> saved;
@@ -86,14 +88,31 @@ void OptimizerOffload::step_pairs(torch::optim::Optimizer& optimizer,
     throw;
   }
   for (size_t g = 0; g < saved.size(); ++g) groups[g].params() = std::move(saved[g]);
-  // 3. Parameters back to the device, in their own dtype.
-  for (size_t i : which) pairs_[i].device.copy_(pairs_[i].master, /*non_blocking=*/true);
+  // 3. Parameters back to the device, in their own dtype, on the side stream; the compute
+  //    stream waits for them at the end of the step.
+  auto back = offload_stream::on_side_stream(device, nullptr, [&] {
+    for (size_t i : which) pairs_[i].device.copy_(pairs_[i].master, /*non_blocking=*/true);
+  }, /*wait_host=*/false);
+  std::lock_guard<std::mutex> lock(mutex_);
+  copied_back_.push_back(std::move(back));
+}
+
+void OptimizerOffload::wait_copies_back() {
+  std::vector<std::shared_ptr<offload_stream::Marker>> pending;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending.swap(copied_back_);
+  }
+  if (pairs_.empty()) return;
+  for (const auto& m : pending) offload_stream::wait_on_current(pairs_.front().device.device(), m);
 }
 
 void OptimizerOffload::step(torch::optim::Optimizer& optimizer) {
   std::vector<size_t> all(pairs_.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-  step_pairs(optimizer, all);
+  const c10::Device device = pairs_.empty() ? c10::Device(c10::kCPU) : pairs_.front().device.device();
+  step_pairs(optimizer, all, offload_stream::mark(device));
+  wait_copies_back();
 }
 
 void OptimizerOffload::begin_pipeline(torch::optim::Optimizer& optimizer) {
@@ -107,6 +126,8 @@ void OptimizerOffload::begin_pipeline(torch::optim::Optimizer& optimizer) {
 
 void OptimizerOffload::ready(const std::vector<at::Tensor>& device_params) {
   std::vector<size_t> which;
+  // Where, on the compute stream, these gradients are final (on the thread running backward).
+  auto final_at = device_params.empty() ? nullptr : offload_stream::mark(device_params.front().device());
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (pipeline_ == nullptr) return;
@@ -117,7 +138,7 @@ void OptimizerOffload::ready(const std::vector<at::Tensor>& device_params) {
       which.push_back(it->second);
     }
     if (which.empty()) return;
-    queue_.push_back(std::move(which));
+    queue_.push_back({std::move(which), std::move(final_at)});
   }
   wake_.notify_one();
 }
@@ -127,13 +148,14 @@ void OptimizerOffload::worker_loop() {
   while (true) {
     wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
     if (stop_) return;
-    std::vector<size_t> which = std::move(queue_.front());
+    Handed item = std::move(queue_.front());
     queue_.pop_front();
+    std::vector<size_t>& which = item.pairs;
     busy_ = true;
     torch::optim::Optimizer* optimizer = pipeline_;
     lock.unlock();
     try {
-      step_pairs(*optimizer, which);
+      step_pairs(*optimizer, which, item.final_at);
     } catch (...) {
       std::lock_guard<std::mutex> relock(mutex_);
       if (!error_) error_ = std::current_exception();
@@ -158,7 +180,10 @@ void OptimizerOffload::finish_pipeline() {
       if (!handed_[i]) rest.push_back(i);
     }
   }
-  if (optimizer != nullptr && !rest.empty()) step_pairs(*optimizer, rest);
+  if (optimizer != nullptr && !rest.empty()) {
+    step_pairs(*optimizer, rest, offload_stream::mark(pairs_.front().device.device()));
+  }
+  wait_copies_back();
 }
 
 void OptimizerOffload::zero_device_grads() {

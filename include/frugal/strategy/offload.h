@@ -2,8 +2,10 @@
 // fp32 master copies of its parameters kept in host memory (pinned when CUDA is present), with
 // its state beside them; the device keeps the parameters it computes with and their gradients.
 // Each step, after the gradients are final (reduced, unscaled, clipped on the device):
-//   device gradients -> host (asynchronous from pinned memory on CUDA), optimizer.step() on
-//   the host, host masters -> device parameters (in the parameters' dtype).
+//   device gradients -> host, optimizer.step() on the host, host masters -> device parameters
+//   (in the parameters' dtype). On CUDA both copies run on a side stream into / out of pinned
+//   memory, ordered after the point where the gradients became final, and the compute stream
+//   waits for the copies back at the end of the step (offload_stream.h).
 // Under zero1/2/3 the optimizer's parameters are this rank's shards, so each rank offloads its
 // shard only. On a CPU-only machine the copies are host to host and the arithmetic is the
 // plain run's, bit for bit (the same optimizer steps the same values).
@@ -15,12 +17,16 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 namespace frugal {
+namespace offload_stream {
+struct Marker;
+}
 
 class OptimizerOffload {
  public:
@@ -60,8 +66,12 @@ class OptimizerOffload {
     at::Tensor device;  // what the model (or the sharding) computes with
     at::Tensor master;  // host, fp32 (the parameter's own dtype when wider), .grad on host
   };
-  // Copies the gradients of pairs `which` over, steps their masters alone, copies them back.
-  void step_pairs(torch::optim::Optimizer& optimizer, const std::vector<size_t>& which);
+  // Copies the gradients of pairs `which` over (after `final_at` on CUDA), steps their masters
+  // alone, copies them back (on CUDA: on a side stream, see wait_copies_back).
+  void step_pairs(torch::optim::Optimizer& optimizer, const std::vector<size_t>& which,
+                  const std::shared_ptr<offload_stream::Marker>& final_at);
+  // The compute stream waits for every copy back (a no-op on the CPU).
+  void wait_copies_back();
   void worker_loop();
 
   std::vector<Pair> pairs_;
@@ -72,7 +82,12 @@ class OptimizerOffload {
   std::thread worker_;
   std::mutex mutex_;
   std::condition_variable wake_, idle_;
-  std::deque<std::vector<size_t>> queue_;
+  struct Handed {
+    std::vector<size_t> pairs;
+    std::shared_ptr<offload_stream::Marker> final_at;
+  };
+  std::deque<Handed> queue_;
+  std::vector<std::shared_ptr<offload_stream::Marker>> copied_back_;
   bool busy_ = false;
   bool stop_ = false;
   torch::optim::Optimizer* pipeline_ = nullptr;  // set between begin and finish
