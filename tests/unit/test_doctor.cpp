@@ -1,0 +1,142 @@
+// frugal doctor reads a fake /proc + /sys tree: each finding's value and verdict follow the
+// files, a badly set machine gets a warning with advice for every setting that hurts, a well
+// set one none; missing files are findings, not errors. The CLI prints the same as JSON.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "frugal/memory/doctor.h"
+#include "support/cli.h"
+#include "support/helpers.h"
+
+using namespace frugal;
+using frugal::memory::Verdict;
+
+namespace {
+
+struct FakeRoot {
+  test::TempDir dir{"frugal-doctor"};
+  void file(const std::string& rel, const std::string& text) {
+    std::filesystem::create_directories((dir / rel).parent_path());
+    test::write_text(dir / rel, text);
+  }
+};
+
+// A machine set up against training: memory nearly full, swapping, eager swappiness, strict
+// overcommit, a tiny reserve on a big host, no huge pages, 64 KiB of lockable memory, a 64 MiB
+// /dev/shm, 4 cores.
+void write_bad(FakeRoot& r) {
+  r.file("proc/meminfo", "MemTotal:       268435456 kB\nMemFree:          1048576 kB\n"
+                         "MemAvailable:    2097152 kB\nSwapTotal:       8388608 kB\n"
+                         "SwapFree:        1048576 kB\n");
+  r.file("proc/sys/vm/swappiness", "100\n");
+  r.file("proc/sys/vm/overcommit_memory", "2\n");
+  r.file("proc/sys/vm/min_free_kbytes", "11264\n");
+  r.file("sys/kernel/mm/transparent_hugepage/enabled", "always madvise [never]\n");
+  r.file("proc/self/limits", "Limit                     Soft Limit           Hard Limit           Units\n"
+                             "Max locked memory         65536                65536                bytes\n");
+  r.file("proc/mounts", "proc /proc proc rw 0 0\ntmpfs /dev/shm tmpfs rw,nosuid,nodev,size=65536k 0 0\n");
+  r.file("proc/cpuinfo", "processor\t: 0\nprocessor\t: 1\nprocessor\t: 2\nprocessor\t: 3\n");
+}
+
+void write_good(FakeRoot& r) {
+  r.file("proc/meminfo", "MemTotal:       16777216 kB\nMemAvailable:   12582912 kB\n"
+                         "SwapTotal:       4194304 kB\nSwapFree:        4194304 kB\n");
+  r.file("proc/sys/vm/swappiness", "10\n");
+  r.file("proc/sys/vm/overcommit_memory", "0\n");
+  r.file("proc/sys/vm/min_free_kbytes", "67584\n");
+  r.file("sys/kernel/mm/transparent_hugepage/enabled", "always [madvise] never\n");
+  r.file("proc/self/limits", "Max locked memory         unlimited            unlimited            bytes\n");
+  r.file("proc/mounts", "tmpfs /dev/shm tmpfs rw,size=8g 0 0\n");
+  r.file("proc/cpuinfo", "processor\t: 0\nprocessor\t: 1\n");
+}
+
+std::map<std::string, memory::Finding> by_name(const std::vector<memory::Finding>& fs) {
+  std::map<std::string, memory::Finding> out;
+  for (const auto& f : fs) out[f.name] = f;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("doctor: a machine set up against training gets a warning for each setting",
+          "[unit][doctor]") {
+  FakeRoot root;
+  write_bad(root);
+  memory::Probe probe;
+  probe.omp_threads = 8;
+  probe.env = {{"NCCL_P2P_DISABLE", "1"}, {"NCCL_DEBUG", "INFO"}};
+  auto f = by_name(memory::diagnose(root.dir.path(), probe));
+  CHECK(f.at("host memory").value == "2.0 GiB available of 256.0 GiB");
+  CHECK(f.at("host memory").verdict == Verdict::warn);
+  CHECK(f.at("swap").value == "7.0 GiB used of 8.0 GiB");
+  CHECK(f.at("swap").verdict == Verdict::warn);
+  CHECK(f.at("vm.swappiness").verdict == Verdict::warn);
+  CHECK_THAT(f.at("vm.swappiness").advice, Catch::Contains("vm.swappiness=10"));
+  CHECK(f.at("vm.overcommit_memory").verdict == Verdict::warn);
+  CHECK(f.at("vm.min_free_kbytes").verdict == Verdict::info);
+  CHECK_THAT(f.at("vm.min_free_kbytes").advice, Catch::Contains("vm.min_free_kbytes=268435"));
+  CHECK(f.at("transparent huge pages").value == "never");
+  CHECK(f.at("transparent huge pages").verdict == Verdict::warn);
+  CHECK(f.at("locked memory limit").value == "0 MiB");
+  CHECK(f.at("locked memory limit").verdict == Verdict::warn);
+  CHECK(f.at("/dev/shm").value == "0.1 GiB");
+  CHECK(f.at("/dev/shm").verdict == Verdict::warn);
+  CHECK(f.at("CPU cores / threads").value == "4 cores, 8 OpenMP threads");
+  CHECK(f.at("CPU cores / threads").verdict == Verdict::warn);
+  CHECK(f.at("NCCL_P2P_DISABLE").verdict == Verdict::warn);
+  CHECK(f.at("NCCL_DEBUG").verdict == Verdict::info);
+  CHECK(f.at("GPUs").verdict == Verdict::info);
+}
+
+TEST_CASE("doctor: a well set machine has nothing to look at; missing files are findings",
+          "[unit][doctor]") {
+  FakeRoot root;
+  write_good(root);
+  memory::Probe probe;
+  probe.omp_threads = 2;
+  probe.gpus = {{"NVIDIA H200", 150ll << 30}};
+  probe.cuda_runtime = "13.0";
+  probe.cuda_driver = "13.0";
+  const auto findings = memory::diagnose(root.dir.path(), probe);
+  for (const auto& f : findings) {
+    INFO(f.name << ": " << f.value << " " << f.advice);
+    CHECK((f.verdict == Verdict::ok || f.verdict == Verdict::info));
+    CHECK(f.verdict != Verdict::warn);
+  }
+  auto f = by_name(findings);
+  CHECK(f.at("locked memory limit").value == "unlimited");
+  CHECK(f.at("/dev/shm").value == "8.0 GiB");
+  CHECK(f.at("GPU 0").value == "NVIDIA H200, 150.0 GiB (CUDA runtime 13.0, driver 13.0)");
+
+  FakeRoot empty;
+  auto none = by_name(memory::diagnose(empty.dir.path(), probe));
+  CHECK(none.at("vm.swappiness").value == "unknown");
+  CHECK(none.at("vm.swappiness").verdict == Verdict::info);
+  CHECK_THAT(none.at("vm.swappiness").advice, Catch::Contains("could not read"));
+}
+
+TEST_CASE("frugal doctor prints its findings, and --json for machines", "[integration][doctor]") {
+  FakeRoot root;
+  write_bad(root);
+  test::CommandResult r = test::frugal("doctor --json --root " + test::quote(root.dir.path().string()));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  // memory, swap, swappiness, overcommit, huge pages, locked memory, /dev/shm (this
+  // process has no more threads than the fake 4 cores, and no NCCL_* variables here)
+  CHECK(j.at("warnings").get<int>() == 7);
+  bool found = false;
+  for (const auto& f : j.at("findings")) {
+    if (f.at("name") == "vm.overcommit_memory") {
+      found = true;
+      CHECK(f.at("verdict") == "warn");
+      CHECK(f.at("value") == "2");
+    }
+  }
+  CHECK(found);
+  test::CommandResult text = test::frugal("doctor --root " + test::quote(root.dir.path().string()));
+  REQUIRE(text.exit_code == 0);
+  CHECK_THAT(text.out, Catch::Contains("warn  vm.swappiness") && Catch::Contains("-> "));
+}
