@@ -1,0 +1,136 @@
+#include "frugal/memory/batch_finder.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+
+#include "frugal/data/dataset.h"
+#include "frugal/data/loader.h"
+#include "frugal/engine/device.h"
+#include "frugal/engine/engine.h"
+#include "frugal/memory/cpu_tracking.h"
+#include "frugal/memory/stats.h"
+#include "frugal/models/registry.h"
+#include "frugal/optim/optimizer.h"
+#include "frugal/util/error.h"
+#include "frugal/util/log.h"
+
+namespace frugal::memory {
+namespace {
+
+// `steps` optimizer steps at micro-batch `b`; everything it allocated is gone when it returns.
+BatchTrial trial(const Config& cfg, const c10::Device& device, int64_t b, int64_t steps) {
+  BatchTrial t;
+  t.micro_batch = b;
+  reset_peaks(device);
+  try {
+    at::manual_seed(cfg.run.seed);
+    auto model = make_model(cfg.model);
+    model->to(device);
+    StrategyConfig strategy = cfg.strategy;
+    strategy.sharding = ShardingConfig{};  // one process
+    Engine engine(EngineOptions{strategy, cfg.optim.clip_grad_norm});
+    engine.setup(model, make_optimizer(cfg.optim, *model));
+    auto data = make_dataset(cfg.data, cfg.model, Split::train, cfg.run.seed);
+    LoaderOptions lo;
+    lo.batch_size = b * strategy.accumulation;
+    lo.num_workers = 0;
+    lo.seed = cfg.run.seed;
+    DataLoader loader(data, lo);
+    for (int64_t s = 0; s < steps; ++s) {
+      Batch batch = loader.next().to(device, /*non_blocking=*/true);
+      engine.step(batch, [&](const Batch& mb) { return model->loss_sum(model->forward(mb.x), mb.y); });
+    }
+    t.fits = true;
+  } catch (const c10::OutOfMemoryError& e) {
+    t.error = e.what_without_backtrace();
+  }
+  t.peak_bytes = snapshot(device).allocated_peak;
+  empty_cache(device);
+  return t;
+}
+
+}  // namespace
+
+FindBatchResult find_batch(const Config& cfg, const FindBatchOptions& o) {
+  if (o.mode != "power" && o.mode != "binsearch") {
+    throw Error("find-batch: --mode must be power or binsearch, got '" + o.mode + "'");
+  }
+  if (o.steps < 1) throw Error("find-batch: --steps must be >= 1");
+  const c10::Device device = resolve_device(cfg.run.device);
+  if (device.is_cpu()) {
+    if (cfg.memory.budget <= 0) {
+      throw Error("find-batch: on the CPU nothing fails before the machine does; set "
+                  "memory.budget (e.g. --set memory.budget=4GiB) to the memory to fit in");
+    }
+    install_cpu_tracking();
+  }
+  const int64_t saved_budget = cpu_budget();
+  if (device.is_cpu()) set_cpu_budget(cfg.memory.budget);
+  FindBatchResult r;
+  // No trial past what the training split can fill.
+  int64_t max_batch = o.max_batch;
+  {
+    const int64_t samples = make_dataset(cfg.data, cfg.model, Split::train, cfg.run.seed)->size();
+    const int64_t by_data = samples / std::max<int64_t>(1, cfg.strategy.accumulation);
+    if (by_data < max_batch) {
+      max_batch = by_data;
+      r.limited_by_data = true;
+    }
+  }
+  auto run = [&](int64_t b) {
+    r.trials.push_back(trial(cfg, device, b, o.steps));
+    log::info(fmt::format("find-batch: micro-batch {} {} (peak {:.1f} MiB)", b,
+                          r.trials.back().fits ? "fits" : "does not fit",
+                          r.trials.back().peak_bytes / 1048576.0));
+    return r.trials.back().fits;
+  };
+  try {
+    int64_t lo = 0, hi = 0;  // largest that fits, smallest that does not (0: none yet)
+    for (int64_t b = 1; b <= max_batch; b *= 2) {
+      if (run(b)) {
+        lo = b;
+      } else {
+        hi = b;
+        break;
+      }
+    }
+    // Everything doubled fit: the limit itself, unless it was just tried.
+    if (o.mode == "binsearch" && hi == 0 && lo > 0 && lo < max_batch) {
+      if (run(max_batch)) {
+        lo = max_batch;
+      } else {
+        hi = max_batch;
+      }
+    }
+    if (o.mode == "binsearch" && hi > 0) {
+      while (hi - lo > 1) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        (run(mid) ? lo : hi) = mid;
+      }
+    }
+    r.micro_batch = lo;
+    if (hi > 0) r.limited_by_data = false;  // memory decided
+  } catch (...) {
+    set_cpu_budget(saved_budget);
+    throw;
+  }
+  set_cpu_budget(saved_budget);
+  return r;
+}
+
+BatchTrial try_micro_batch(const Config& cfg, int64_t micro_batch, int64_t steps) {
+  return trial(cfg, resolve_device(cfg.run.device), micro_batch, steps);
+}
+
+Config with_micro_batch(const Config& cfg, int64_t micro_batch, bool keep_global_batch) {
+  Config out = cfg;
+  out.data.micro_batch_size = micro_batch;
+  if (keep_global_batch && micro_batch > 0) {
+    const int64_t global = cfg.data.micro_batch_size * cfg.strategy.accumulation;
+    out.strategy.accumulation = std::max<int64_t>(1, (global + micro_batch - 1) / micro_batch);
+  }
+  return out;
+}
+
+}  // namespace frugal::memory
