@@ -21,6 +21,7 @@
 #include "frugal/io/checkpoint.h"
 #include "frugal/memory/cpu_tracking.h"
 #include "frugal/memory/host_allocator.h"
+#include "frugal/memory/oom_advice.h"
 #include "frugal/memory/stats.h"
 #include "frugal/models/gpt.h"
 #include "frugal/models/registry.h"
@@ -267,6 +268,36 @@ void add_rank_figures(dist::Communicator& comm, json& record, double seconds,
   record["rank_host_rss_peak_bytes"] = rss;
 }
 
+// The message a step that ran out of memory stops the run with: what failed, the memory
+// summary (fragmentation on CUDA), advice from the config, and the checkpoint that is kept.
+std::string out_of_memory_report(const Config& cfg, const c10::Device& device, int64_t state_bytes,
+                                 int world, int64_t step, const std::string& what,
+                                 const fs::path& last_checkpoint) {
+  const memory::MemorySnapshot mem = memory::snapshot(device);
+  memory::OomFigures f;
+  f.state_bytes = state_bytes;
+  f.peak_bytes = mem.allocated_peak;
+  f.allocated_bytes = mem.allocated;
+  f.reserved_bytes = device.is_cuda() ? mem.reserved : 0;
+  f.world_size = world;
+  std::string first_line = what.substr(0, what.find('\n'));
+  std::string report = fmt::format("out of memory in step {} on {}: {}\n", step, device.str(),
+                                   first_line);
+  report += memory::summary_table(mem);
+  if (device.is_cuda()) {
+    report += fmt::format("\n  fragmentation (reserved - allocated): {}",
+                          memory::format_bytes(mem.reserved - mem.allocated));
+  }
+  report += fmt::format("\n  model state before the step: {}; the step reached {} before failing",
+                        memory::format_bytes(state_bytes), memory::format_bytes(mem.allocated_peak));
+  report += "\nwhat would help:";
+  for (const auto& line : memory::oom_advice(cfg, f)) report += "\n  - " + line;
+  report += last_checkpoint.empty()
+                ? std::string("\nno checkpoint was written before it")
+                : fmt::format("\nthe last checkpoint is kept as it was: {}", last_checkpoint.string());
+  return report;
+}
+
 }  // namespace
 
 Trainer::Trainer(Config cfg) : impl_(std::make_unique<Impl>(std::move(cfg))) {}
@@ -372,7 +403,17 @@ TrainResult Trainer::run() {
   if (s.comm) s.comm->reset_traffic();  // setup's broadcasts are not a step's traffic
   while (s.engine->steps_done() < max_steps) {
     Batch batch = s.loader->next().to(device, /*non_blocking=*/true);
-    StepStats st = s.engine->step(batch, s.loss_fn());
+    const int64_t state_bytes = memory::snapshot(device).allocated;
+    StepStats st;
+    try {
+      st = s.engine->step(batch, s.loss_fn());
+    } catch (const c10::OutOfMemoryError& e) {
+      // A clean stop: the summary, what would help, and the checkpoints as they were.
+      progress.finish();
+      throw Error(out_of_memory_report(cfg, device, state_bytes, s.comm ? s.comm->size() : 1,
+                                       s.engine->steps_done() + 1, e.what_without_backtrace(),
+                                       s.last_checkpoint));
+    }
     result.last_loss = st.loss;
     const double tok_s = st.seconds > 0 ? st.targets / st.seconds : 0.0;
     progress.update({st.step, max_steps, st.loss, st.lr, tok_s});

@@ -1,0 +1,52 @@
+#include "frugal/memory/oom_advice.h"
+
+#include <fmt/format.h>
+
+#include "frugal/memory/stats.h"
+
+namespace frugal::memory {
+
+std::vector<std::string> oom_advice(const Config& cfg, const OomFigures& f) {
+  std::vector<std::string> out;
+  // What the step added before failing: activations and temporaries (a lower bound).
+  const int64_t activations = std::max<int64_t>(0, f.peak_bytes - f.state_bytes);
+  const auto& s = cfg.strategy;
+  if (f.reserved_bytes > f.allocated_bytes + (f.allocated_bytes / 4)) {
+    out.push_back(fmt::format(
+        "fragmentation: {} reserved but unused by tensors; PYTORCH_CUDA_ALLOC_CONF="
+        "expandable_segments:True lets the allocator reuse it",
+        format_bytes(f.reserved_bytes - f.allocated_bytes)));
+  }
+  if (s.precision == "fp32") {
+    out.push_back(fmt::format("bf16-mixed would save ~{} of activations "
+                              "(strategy.precision: bf16-mixed)", format_bytes(activations / 2)));
+  }
+  if (s.checkpointing.policy == "none") {
+    // Measured on GPT blocks (docs/benchmarks.md): full checkpointing keeps 19-25%.
+    out.push_back(fmt::format("checkpointing every block would save ~{} "
+                              "(strategy.checkpointing: full; one more forward per step)",
+                              format_bytes(activations * 3 / 4)));
+  }
+  if (cfg.data.micro_batch_size > 1) {
+    const int64_t half = cfg.data.micro_batch_size / 2;
+    out.push_back(fmt::format("half the micro-batch with twice the accumulation keeps the "
+                              "global batch and saves ~{} (data.micro_batch_size: {}, "
+                              "strategy.accumulation: {}; or frugal find-batch)",
+                              format_bytes(activations / 2), half, s.accumulation * 2));
+  }
+  const int ranks = std::max(4, f.world_size * 2);
+  if (s.sharding.mode != "zero3") {
+    out.push_back(fmt::format("zero3 over {} ranks would hold ~{} of model state per rank "
+                              "instead of ~{} (strategy.sharding: zero3, frugal launch)",
+                              ranks, format_bytes(f.state_bytes / ranks),
+                              format_bytes(f.state_bytes)));
+  }
+  if (!s.offload.optimizer && !s.offload.params && cfg.optim.type != "sgd") {
+    // Adam keeps two moments per parameter: half of a 16-byte-per-parameter state.
+    out.push_back(fmt::format("offloading the optimizer would move ~{} to host memory "
+                              "(strategy.offload.optimizer: true)", format_bytes(f.state_bytes / 2)));
+  }
+  return out;
+}
+
+}  // namespace frugal::memory
