@@ -13,11 +13,13 @@ cd "$root"
 say() { printf '[bootstrap] %s\n' "$*"; }
 
 # --- Debian packages -------------------------------------------------------------------------
+# (chromium: the test that renders `frugal report`'s page headless)
 debs=(
   g++ cmake ninja-build ccache pkg-config python3-venv
   libyaml-cpp-dev libspdlog-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev libgloo-dev
   libopenmpi-dev openmpi-bin
   fortunes fortunes-min
+  chromium
 )
 missing=()
 for p in "${debs[@]}"; do

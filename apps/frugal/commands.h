@@ -15,6 +15,7 @@ void add_export(CLI::App& app, Action& run);
 void add_prepare_text(CLI::App& app, Action& run);
 void add_doctor(CLI::App& app, Action& run);
 void add_find_batch(CLI::App& app, Action& run);
+void add_report(CLI::App& app, Action& run);
 // `after_dashes`: what followed "--" on the command line (the ranks' command), which main()
 // takes off before CLI11 parses the rest.
 void add_launch(CLI::App& app, Action& run, const std::vector<std::string>& after_dashes);

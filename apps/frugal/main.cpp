@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   frugal::cli::add_prepare_text(app, run);
   frugal::cli::add_doctor(app, run);
   frugal::cli::add_find_batch(app, run);
+  frugal::cli::add_report(app, run);
   // `frugal launch [OPTIONS] -- COMMAND...`: the command is passed through untouched.
   std::vector<std::string> after_dashes;
   int parsed_argc = argc;

@@ -2,6 +2,7 @@
 
 #include <ATen/Context.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <torch/csrc/cuda/memory_snapshot.h>
 #include <fmt/format.h>
 
 #include <fstream>
@@ -66,6 +67,17 @@ void reset_peaks(const c10::Device& device) {
   } else {
     reset_cpu_peak();
   }
+}
+
+void start_history(const c10::Device& device) {
+  if (!device.is_cuda()) return;
+  torch::cuda::_record_memory_history(std::string("all"), std::string("all"), "python",
+                                      /*max_entries=*/1000000);
+}
+
+std::string history_snapshot(const c10::Device& device) {
+  if (!device.is_cuda()) return {};
+  return torch::cuda::_memory_snapshot_pickled();
 }
 
 void empty_cache(const c10::Device& device) {

@@ -394,6 +394,24 @@ TrainResult Trainer::run() {
 
   const int64_t max_steps = cfg.train.max_steps;
   const c10::Device device = s.engine->device();
+  // memory.record_history: the CUDA allocator's events, dumped for PyTorch's memory viewer and
+  // `frugal report` when the run ends (or runs out of memory).
+  const fs::path history_file =
+      s.plan.dir / (s.main ? std::string("memory_snapshot.pickle")
+                           : fmt::format("memory_snapshot.rank{}.pickle", s.comm->rank()));
+  auto dump_history = [&] {
+    if (cfg.memory.record_history && device.is_cuda()) {
+      io::write_file_atomic(history_file, memory::history_snapshot(device));
+    }
+  };
+  if (cfg.memory.record_history) {
+    if (device.is_cuda()) {
+      memory::start_history(device);
+    } else {
+      log::info("memory.record_history: the allocator history is CUDA's; nothing to record on " +
+                device.str());
+    }
+  }
   int64_t run_peak = 0;
   memory::reset_peaks(device);
   Progress progress(s.main ? cfg.train.progress : "none", s.engine->steps_done(), max_steps,
@@ -410,6 +428,7 @@ TrainResult Trainer::run() {
     } catch (const c10::OutOfMemoryError& e) {
       // A clean stop: the summary, what would help, and the checkpoints as they were.
       progress.finish();
+      dump_history();
       throw Error(out_of_memory_report(cfg, device, state_bytes, s.comm ? s.comm->size() : 1,
                                        s.engine->steps_done() + 1, e.what_without_backtrace(),
                                        s.last_checkpoint));
@@ -484,6 +503,7 @@ TrainResult Trainer::run() {
     }
   }
   progress.finish();
+  dump_history();
   {
     memory::MemorySnapshot mem = memory::snapshot(device);
     mem.allocated_peak = std::max(mem.allocated_peak, run_peak);

@@ -26,6 +26,12 @@ void reset_peaks(const c10::Device& device);
 // Returns cached, unused blocks to the driver (CUDA); no-op on CPU.
 void empty_cache(const c10::Device& device);
 
+// memory.record_history (CUDA): the caching allocator records every allocation and free from
+// now on; history_snapshot() returns them as the pickle PyTorch's memory viewer reads
+// (torch.cuda.memory._snapshot()). No-ops / empty on the CPU.
+void start_history(const c10::Device& device);
+std::string history_snapshot(const c10::Device& device);
+
 // A table like torch.cuda.memory_summary(): current and peak of each figure, in MiB.
 std::string summary_table(const MemorySnapshot& s);
 // "1.50 GiB", "12.0 MiB", "512 B"
