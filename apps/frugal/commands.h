@@ -16,6 +16,7 @@ void add_prepare_text(CLI::App& app, Action& run);
 void add_doctor(CLI::App& app, Action& run);
 void add_find_batch(CLI::App& app, Action& run);
 void add_report(CLI::App& app, Action& run);
+void add_plan(CLI::App& app, Action& run);
 // `after_dashes`: what followed "--" on the command line (the ranks' command), which main()
 // takes off before CLI11 parses the rest.
 void add_launch(CLI::App& app, Action& run, const std::vector<std::string>& after_dashes);

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   frugal::cli::add_doctor(app, run);
   frugal::cli::add_find_batch(app, run);
   frugal::cli::add_report(app, run);
+  frugal::cli::add_plan(app, run);
   // `frugal launch [OPTIONS] -- COMMAND...`: the command is passed through untouched.
   std::vector<std::string> after_dashes;
   int parsed_argc = argc;
