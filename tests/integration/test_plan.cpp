@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "frugal/config/load.h"
 #include "frugal/memory/batch_finder.h"
@@ -51,5 +53,39 @@ TEST_CASE("frugal plan predicts each combination's peak within 15% of the measur
       }
       WARN(config << ": worst prediction error " << worst);
     }
+  }
+}
+
+TEST_CASE("frugal plan's sharded predictions match 2-rank runs within 15%",
+          "[integration][memory][plan][multiproc]") {
+  memory::install_cpu_tracking();
+  const std::string config = (test::source_dir() / "configs/tiny-gpt.yaml").string();
+  Config cfg = load_config(config, {"run.device=cpu"});
+  const memory::ModelProfile profile = memory::profile_model(cfg);
+  test::TempDir dir;
+  for (const std::string mode : {"ddp", "zero1", "zero2", "zero3"}) {
+    test::CommandResult r = test::frugal(
+        "launch --nproc-per-node 2 --master-port 0 -- train " + test::quote(config) +
+            " --set run.dir=" + test::quote(dir.path().string()) + " --set run.name=" + mode +
+            " --set strategy.sharding=" + mode +
+            " --set train.max_steps=4 --set train.log_every=1 --set train.eval_batches=0"
+            " --set generate.tokens=0 --set run.device=cpu",
+        120);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    // The most any rank reached in any step, from rank 0's metrics.
+    int64_t measured = 0;
+    std::istringstream lines(test::read_text(dir / mode / "metrics.jsonl"));
+    for (std::string line; std::getline(lines, line);) {
+      const auto j = nlohmann::json::parse(line);
+      if (!j.contains("rank_mem_allocated_peak_bytes")) continue;
+      for (const auto& v : j.at("rank_mem_allocated_peak_bytes")) measured = std::max(measured, v.get<int64_t>());
+    }
+    memory::PlanRow row;
+    row.sharding = mode;
+    row.micro_batch = cfg.data.micro_batch_size;
+    const int64_t predicted = memory::predict_peak(profile, row, 2);
+    INFO(mode << ": predicted " << predicted << ", measured " << measured);
+    CHECK(std::abs(static_cast<double>(predicted - measured)) / measured <= 0.15);
   }
 }
