@@ -272,7 +272,7 @@ void add_rank_figures(dist::Communicator& comm, json& record, double seconds,
 // summary (fragmentation on CUDA), advice from the config, and the checkpoint that is kept.
 std::string out_of_memory_report(const Config& cfg, const c10::Device& device, int64_t state_bytes,
                                  int world, int64_t step, const std::string& what,
-                                 const fs::path& last_checkpoint) {
+                                 const fs::path& last_checkpoint, const torch::nn::Module& model) {
   const memory::MemorySnapshot mem = memory::snapshot(device);
   memory::OomFigures f;
   f.state_bytes = state_bytes;
@@ -290,6 +290,17 @@ std::string out_of_memory_report(const Config& cfg, const c10::Device& device, i
   }
   report += fmt::format("\n  model state before the step: {}; the step reached {} before failing",
                         memory::format_bytes(state_bytes), memory::format_bytes(mem.allocated_peak));
+  // The largest tensors whose owner is known: the model's parameters (and what each brings
+  // along: its gradient, and Adam's two moments).
+  std::vector<std::pair<int64_t, std::string>> largest;
+  for (const auto& p : model.named_parameters(/*recurse=*/true)) {
+    largest.emplace_back(static_cast<int64_t>(p.value().numel() * p.value().element_size()), p.key());
+  }
+  std::sort(largest.rbegin(), largest.rend());
+  if (!largest.empty()) report += "\n  largest parameters (each also has a gradient and optimizer state):";
+  for (size_t i = 0; i < std::min<size_t>(3, largest.size()); ++i) {
+    report += fmt::format("\n    {} {}", largest[i].second, memory::format_bytes(largest[i].first));
+  }
   report += "\nwhat would help:";
   for (const auto& line : memory::oom_advice(cfg, f)) report += "\n  - " + line;
   report += last_checkpoint.empty()
@@ -431,7 +442,7 @@ TrainResult Trainer::run() {
       dump_history();
       throw Error(out_of_memory_report(cfg, device, state_bytes, s.comm ? s.comm->size() : 1,
                                        s.engine->steps_done() + 1, e.what_without_backtrace(),
-                                       s.last_checkpoint));
+                                       s.last_checkpoint, *s.model));
     }
     result.last_loss = st.loss;
     const double tok_s = st.seconds > 0 ? st.targets / st.seconds : 0.0;

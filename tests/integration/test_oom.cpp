@@ -31,6 +31,9 @@ TEST_CASE("out of memory in a step: summary, advice, and the checkpoint kept",
   const std::string text = oom.out + oom.err;
   CHECK_THAT(text, Catch::Contains("out of memory in step 3 on cpu: CPU memory budget exceeded"));
   CHECK_THAT(text, Catch::Contains("allocated (tensors)"));
+  // Owners where known: the largest parameters by name (an MLP matrix: 32 x 128 fp32).
+  CHECK_THAT(text, Catch::Contains("largest parameters") &&
+                       Catch::Contains("blocks.1.mlp.proj.weight 16.0 KiB"));
   CHECK_THAT(text, Catch::Contains("bf16-mixed would save ~"));
   CHECK_THAT(text, Catch::Contains("checkpointing every block would save ~"));
   CHECK_THAT(text, Catch::Contains("data.micro_batch_size: 4, strategy.accumulation: 2"));
