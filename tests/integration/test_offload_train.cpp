@@ -5,25 +5,9 @@
 
 #include <map>
 
-#include "frugal/io/safetensors.h"
-#include "support/cli.h"
+#include "support/weights.h"
 
 using namespace frugal::test;
-
-namespace {
-
-std::map<std::string, at::Tensor> weights(const std::filesystem::path& run,
-                                          const std::filesystem::path& file) {
-  CommandResult r = frugal::test::frugal("export " + quote(run.string()) +
-                                         " --format safetensors -o " + quote(file.string()));
-  INFO(r.out << r.err);
-  REQUIRE(r.exit_code == 0);
-  std::map<std::string, at::Tensor> out;
-  for (auto& [k, v] : frugal::io::read_safetensors(file)) out[k] = v;
-  return out;
-}
-
-}  // namespace
 
 TEST_CASE("frugal train with an offloaded optimizer equals the plain run, resumed or not",
           "[integration][offload]") {
@@ -47,10 +31,10 @@ TEST_CASE("frugal train with an offloaded optimizer equals the plain run, resume
   run("--set run.name=offload --set strategy.offload.optimizer=true");
   run("--set run.name=resumed --set strategy.offload.optimizer=true --set run.resume=" +
       quote((dir / "offload" / "checkpoints" / "step_00000003").string()));
-  const auto plain = weights(dir / "plain", dir / "plain.safetensors");
+  const auto plain = exported_weights(dir / "plain", dir / "plain.safetensors");
   for (const char* name : {"offload", "resumed"}) {
     INFO(name);
-    const auto other = weights(dir / name, dir / (std::string(name) + ".safetensors"));
+    const auto other = exported_weights(dir / name, dir / (std::string(name) + ".safetensors"));
     REQUIRE(other.size() == plain.size());
     for (const auto& [k, v] : plain) CHECK(at::equal(v, other.at(k)));
   }

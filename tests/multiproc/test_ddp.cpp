@@ -7,8 +7,8 @@
 
 #include <map>
 
-#include "frugal/io/safetensors.h"
 #include "multiproc.h"
+#include "support/weights.h"
 
 using namespace frugal::test;
 
@@ -26,23 +26,10 @@ std::string ddp_yaml(const std::string& runs) {
          "generate: {tokens: 0}\n";
 }
 
+// The weights a run named `name` under `runs` ended with.
 std::map<std::string, at::Tensor> final_params(const std::filesystem::path& runs,
                                                const std::string& name) {
-  const auto file = runs / (name + ".safetensors");
-  CommandResult r = frugal::test::frugal("export " + quote((runs / name).string()) + " --format safetensors -o " +
-                           quote(file.string()));
-  REQUIRE(r.exit_code == 0);
-  std::map<std::string, at::Tensor> out;
-  for (auto& [k, v] : frugal::io::read_safetensors(file)) out[k] = v;
-  return out;
-}
-
-double max_diff(const std::map<std::string, at::Tensor>& a,
-                const std::map<std::string, at::Tensor>& b) {
-  REQUIRE(a.size() == b.size());
-  double worst = 0;
-  for (const auto& [k, v] : a) worst = std::max(worst, (v - b.at(k)).abs().max().item<double>());
-  return worst;
+  return exported_weights(runs / name, runs / (name + ".safetensors"));
 }
 
 }  // namespace
@@ -88,7 +75,7 @@ TEST_CASE("ddp at world 1, 2 and 4 equals one process on the same global batch",
                    v.checkpointing);
         INFO(r.out << r.err);
         REQUIRE(r.exit_code == 0);
-        CHECK(max_diff(final_params(dir.path(), name), reference) < 1e-5);
+        CHECK(max_abs_diff(final_params(dir.path(), name), reference) < 1e-5);
       }
     }
   }
@@ -119,8 +106,8 @@ TEST_CASE("the same ddp job under frugal launch, mpirun and torchrun ends the sa
   INFO(c.out << c.err);
   REQUIRE(c.exit_code == 0);
   const auto launched = final_params(dir.path(), "launch");
-  CHECK(max_diff(final_params(dir.path(), "mpirun"), launched) == 0.0);
-  CHECK(max_diff(final_params(dir.path(), "torchrun"), launched) == 0.0);
+  CHECK(max_abs_diff(final_params(dir.path(), "mpirun"), launched) == 0.0);
+  CHECK(max_abs_diff(final_params(dir.path(), "torchrun"), launched) == 0.0);
 }
 
 TEST_CASE("rank 0's metrics carry every rank's step time and memory; ranks can log their own",

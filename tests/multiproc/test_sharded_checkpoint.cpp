@@ -8,8 +8,8 @@
 
 #include <map>
 
-#include "frugal/io/safetensors.h"
 #include "multiproc.h"
+#include "support/weights.h"
 
 using namespace frugal::test;
 
@@ -28,25 +28,6 @@ std::string zero_yaml(const std::string& runs) {
          "generate: {tokens: 0}\n";
 }
 
-std::map<std::string, at::Tensor> exported(const std::filesystem::path& source,
-                                           const std::filesystem::path& file) {
-  CommandResult r = frugal::test::frugal("export " + quote(source.string()) +
-                                         " --format safetensors -o " + quote(file.string()));
-  INFO(r.out << r.err);
-  REQUIRE(r.exit_code == 0);
-  std::map<std::string, at::Tensor> out;
-  for (auto& [k, v] : frugal::io::read_safetensors(file)) out[k] = v;
-  return out;
-}
-
-double max_diff(const std::map<std::string, at::Tensor>& a,
-                const std::map<std::string, at::Tensor>& b) {
-  REQUIRE(a.size() == b.size());
-  double worst = 0;
-  for (const auto& [k, v] : a) worst = std::max(worst, (v - b.at(k)).abs().max().item<double>());
-  return worst;
-}
-
 // `frugal train` at `n` ranks with the micro-batch that keeps 8 sequences per step.
 CommandResult train(int n, const std::filesystem::path& cfg, const std::string& name,
                     const std::string& extra = "") {
@@ -63,7 +44,7 @@ TEST_CASE("sharded checkpoints resume exactly, reshard across world sizes and ex
   write_text(cfg, zero_yaml(dir.path().string()));
   auto step3 = [&](const std::string& run) { return dir / run / "checkpoints" / "step_00000003"; };
   auto final_of = [&](const std::string& run) {
-    return exported(dir / run, dir / (run + ".safetensors"));
+    return exported_weights(dir / run, dir / (run + ".safetensors"));
   };
 
   // One scope per resume below (not SECTIONs, which would train the runs again for each).
@@ -78,18 +59,18 @@ TEST_CASE("sharded checkpoints resume exactly, reshard across world sizes and ex
   CHECK_FALSE(std::filesystem::exists(step3("w4") / "optimizer.pt"));
   const auto w4 = final_of("w4"), w2 = final_of("w2"), w1 = final_of("w1");
   // Consolidated, the shards are the whole model: every world size trained the same one.
-  CHECK(max_diff(w2, w4) < 1e-5);
-  CHECK(max_diff(w1, w4) < 1e-5);
-  const auto at3 = exported(step3("w2"), dir / "w2-step3.safetensors");
+  CHECK(max_abs_diff(w2, w4) < 1e-5);
+  CHECK(max_abs_diff(w1, w4) < 1e-5);
+  const auto at3 = exported_weights(step3("w2"), dir / "w2-step3.safetensors");
   CHECK(at3.size() == w2.size());
-  CHECK(max_diff(at3, w2) > 1e-4);  // three more steps moved them
+  CHECK(max_abs_diff(at3, w2) > 1e-4);  // three more steps moved them
 
   {
     INFO("same world size: exact");
     CommandResult r = train(2, cfg, "r22", "--set run.resume=" + quote(step3("w2").string()));
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
-    CHECK(max_diff(final_of("r22"), w2) == 0.0);
+    CHECK(max_abs_diff(final_of("r22"), w2) == 0.0);
   }
   {
     INFO("same world size, offloaded optimizer: exact, from a checkpoint written without");
@@ -97,28 +78,28 @@ TEST_CASE("sharded checkpoints resume exactly, reshard across world sizes and ex
                                                quote(step3("w2").string()));
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
-    CHECK(max_diff(final_of("o22"), w2) == 0.0);
+    CHECK(max_abs_diff(final_of("o22"), w2) == 0.0);
   }
   {
     INFO("4 -> 2");
     CommandResult r = train(2, cfg, "r42", "--set run.resume=" + quote(step3("w4").string()));
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
-    CHECK(max_diff(final_of("r42"), w4) < 1e-5);
+    CHECK(max_abs_diff(final_of("r42"), w4) < 1e-5);
   }
   {
     INFO("2 -> 1");
     CommandResult r = train(1, cfg, "r21", "--set run.resume=" + quote(step3("w2").string()));
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
-    CHECK(max_diff(final_of("r21"), w2) < 1e-5);
+    CHECK(max_abs_diff(final_of("r21"), w2) < 1e-5);
   }
   {
     INFO("1 -> 4");
     CommandResult r = train(4, cfg, "r14", "--set run.resume=" + quote(step3("w1").string()));
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
-    CHECK(max_diff(final_of("r14"), w1) < 1e-5);
+    CHECK(max_abs_diff(final_of("r14"), w1) < 1e-5);
   }
   {
     INFO("zero3 -> zero1 and zero2 at the same world size");
@@ -128,7 +109,7 @@ TEST_CASE("sharded checkpoints resume exactly, reshard across world sizes and ex
                                   quote(step3("w2").string()));
       INFO(r.out << r.err);
       REQUIRE(r.exit_code == 0);
-      CHECK(max_diff(final_of("m" + mode), w2) < 1e-5);
+      CHECK(max_abs_diff(final_of("m" + mode), w2) < 1e-5);
     }
   }
   {
