@@ -1,5 +1,7 @@
 #include "frugal/dist/ddp.h"
 
+#include "final_gradients.h"
+
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
@@ -31,9 +33,7 @@ struct DataParallel::State {
   std::mutex mutex;
   bool sync = true;
   int64_t next_launch = 0;
-  // notify_final_gradients: who to tell, and the launched buckets not told yet (in order).
-  std::function<void(const std::vector<at::Tensor>&)> on_final;
-  std::vector<int64_t> untold;
+  FinalGradients final_gradients;             // notify_final_gradients
   std::vector<std::vector<int64_t>> members;  // per bucket, its parameters
   int64_t launched_in_backward = 0;
 
@@ -45,26 +45,18 @@ struct DataParallel::State {
       if (!force && b.ready < b.size) break;
       b.work = comm->all_reduce(b.flat, Reduce::kSum, /*async=*/true);
       if (in_backward) ++launched_in_backward;
-      if (on_final) {
-        // The buckets launched before this one have had its backward to finish reducing.
-        tell_final(/*keep_last=*/false);
-        untold.push_back(next_launch);
-      }
+      final_gradients.started(static_cast<size_t>(next_launch),
+                              [this](size_t b) { return finish_bucket(b); });
       ++next_launch;
     }
   }
 
-  // Waits for the untold buckets (but the newest when keep_last) and hands their parameters
-  // to on_final.
-  void tell_final(bool keep_last) {
-    const size_t count = keep_last && !untold.empty() ? untold.size() - 1 : untold.size();
+  // Waits for a bucket's all-reduce; its parameters' gradients are then final.
+  std::vector<at::Tensor> finish_bucket(size_t b) {
+    buckets[b].work.wait();
     std::vector<at::Tensor> ready;
-    for (size_t i = 0; i < count; ++i) {
-      buckets[untold[i]].work.wait();
-      for (int64_t p : members[untold[i]]) ready.push_back(params[p]);
-    }
-    untold.erase(untold.begin(), untold.begin() + static_cast<std::ptrdiff_t>(count));
-    if (!ready.empty()) on_final(ready);
+    for (int64_t p : members[b]) ready.push_back(params[p]);
+    return ready;
   }
 
   void on_gradient(int64_t index) {
@@ -183,10 +175,7 @@ void DataParallel::finish_gradients() {
     // Buckets whose parameters got no gradient this step (unused in the forward) still
     // take part, with zeros, so that every rank issues the same collectives.
     s.launch_in_order(/*force=*/true, /*in_backward=*/false);
-    if (s.on_final) {
-      s.tell_final(/*keep_last=*/false);
-      s.on_final = nullptr;
-    }
+    s.final_gradients.finish_all([&s](size_t b) { return s.finish_bucket(b); });
   }
   for (auto& b : s.buckets) b.work.wait();
 }
@@ -195,8 +184,7 @@ bool DataParallel::notify_final_gradients(
     std::function<void(const std::vector<at::Tensor>&)> ready) {
   std::lock_guard<std::mutex> lock(state_->mutex);
   if (!state_->sync) return false;  // this micro-step reduces nothing
-  state_->on_final = std::move(ready);
-  state_->untold.clear();
+  state_->final_gradients.arm(std::move(ready));
   return true;
 }
 

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "final_gradients.h"
 #include "flat_param.h"
 #include "frugal/models/blocks.h"
 #include "frugal/models/unit.h"
@@ -72,9 +73,7 @@ struct FullyShardedDataParallel::State {
   bool sync = true;          // this micro-step's gradients are reduced
   bool pinned_full = false;  // set_full_parameters(true)
   size_t next_launch = 0;
-  // notify_final_gradients: who to tell, and the launched units not told yet (in order).
-  std::function<void(const std::vector<at::Tensor>&)> on_final;
-  std::vector<size_t> untold;
+  FinalGradients final_gradients;  // notify_final_gradients
   int64_t gathered_bytes = 0;
   int64_t peak_gathered = 0;
 
@@ -127,27 +126,18 @@ struct FullyShardedDataParallel::State {
       if (!force && unit.ready < unit.params) break;
       for (size_t f : unit.flats) flats[f].start_reduce(*comm);
       ++next_launch;
-      if (on_final) {
-        // The units launched before this one have had its backward to finish reducing.
-        tell_final(/*keep_last=*/true);
-        untold.push_back(u);
-      }
+      final_gradients.started(u, [this](size_t v) { return finish_unit(v); });
     }
   }
 
-  // Finishes the reductions of the untold units (but the newest when keep_last) and hands
-  // their shards to on_final.
-  void tell_final(bool keep_last) {
-    const size_t count = keep_last && !untold.empty() ? untold.size() - 1 : untold.size();
+  // Finishes a unit's reduce-scatters; its shards' gradients are then final.
+  std::vector<at::Tensor> finish_unit(size_t u) {
     std::vector<at::Tensor> shards;
-    for (size_t i = 0; i < count; ++i) {
-      for (size_t f : units[untold[i]].flats) {
-        flats[f].finish_reduce();
-        shards.push_back(flats[f].shard);
-      }
+    for (size_t f : units[u].flats) {
+      flats[f].finish_reduce();
+      shards.push_back(flats[f].shard);
     }
-    untold.erase(untold.begin(), untold.begin() + static_cast<std::ptrdiff_t>(count));
-    if (!shards.empty()) on_final(shards);
+    return shards;
   }
 
   void on_gradient(size_t index) {
@@ -177,10 +167,7 @@ struct FullyShardedDataParallel::State {
   void end_backward() {
     std::lock_guard<std::recursive_mutex> lock(mutex);
     if (sync) launch_in_order(/*force=*/true);
-    if (on_final) {
-      tell_final(/*keep_last=*/false);
-      on_final = nullptr;
-    }
+    final_gradients.finish_all([this](size_t v) { return finish_unit(v); });
     for (FlatParam& f : flats) f.finish_reduce();
     for (size_t u = 0; u < units.size(); ++u) release(u);
     std::fill(reported.begin(), reported.end(), 0);
@@ -426,8 +413,7 @@ bool FullyShardedDataParallel::notify_final_gradients(
     std::function<void(const std::vector<at::Tensor>&)> ready) {
   std::lock_guard<std::recursive_mutex> lock(state_->mutex);
   if (!state_->sync) return false;  // this micro-step reduces nothing
-  state_->on_final = std::move(ready);
-  state_->untold.clear();
+  state_->final_gradients.arm(std::move(ready));
   return true;
 }
 
