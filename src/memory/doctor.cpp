@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 
@@ -96,46 +97,46 @@ Finding swap_finding(const std::map<std::string, int64_t>& m) {
   return f;
 }
 
-Finding swappiness_finding(const fs::path& root) {
-  const fs::path file = root / "proc/sys/vm/swappiness";
+// A vm.* setting from /proc/sys/vm/<key>; `judge` sets the verdict and advice from its value.
+Finding vm_setting(const fs::path& root, const std::string& key, const std::string& unit,
+                   const std::function<void(int64_t, Finding&)>& judge) {
+  const std::string name = "vm." + key;
+  const fs::path file = root / "proc/sys/vm" / key;
   auto v = read_int(file);
-  if (!v) return missing("vm.swappiness", file);
-  Finding f{"vm.swappiness", std::to_string(*v)};
-  if (*v > 60) {
-    f.verdict = Verdict::warn;
-    f.advice = "the kernel swaps eagerly: `sysctl vm.swappiness=10` keeps training memory "
-               "(pinned buffers, offloaded state) resident";
-  }
+  if (!v) return missing(name, file);
+  Finding f{name, std::to_string(*v) + unit};
+  judge(*v, f);
   return f;
 }
 
+Finding swappiness_finding(const fs::path& root) {
+  return vm_setting(root, "swappiness", "", [](int64_t v, Finding& f) {
+    if (v <= 60) return;
+    f.verdict = Verdict::warn;
+    f.advice = "the kernel swaps eagerly: `sysctl vm.swappiness=10` keeps training memory "
+               "(pinned buffers, offloaded state) resident";
+  });
+}
+
 Finding overcommit_finding(const fs::path& root) {
-  const fs::path file = root / "proc/sys/vm/overcommit_memory";
-  auto v = read_int(file);
-  if (!v) return missing("vm.overcommit_memory", file);
-  Finding f{"vm.overcommit_memory", std::to_string(*v)};
-  if (*v == 2) {
+  return vm_setting(root, "overcommit_memory", "", [](int64_t v, Finding& f) {
+    if (v != 2) return;
     f.verdict = Verdict::warn;
     f.advice = "strict accounting (2): large reservations (CUDA's host mappings, memory-mapped "
                "datasets) can fail although memory is free; 0 (the default) is what PyTorch "
                "expects";
-  }
-  return f;
+  });
 }
 
 Finding min_free_finding(const fs::path& root, int64_t total) {
-  const fs::path file = root / "proc/sys/vm/min_free_kbytes";
-  auto v = read_int(file);
-  if (!v) return missing("vm.min_free_kbytes", file);
-  Finding f{"vm.min_free_kbytes", fmt::format("{} KiB", *v)};
-  // Large hosts with a tiny reserve stall in direct reclaim when pinned allocations burst.
-  if (total > 0 && *v * 1024 < total / 1000 && *v < 1048576) {
+  return vm_setting(root, "min_free_kbytes", " KiB", [total](int64_t v, Finding& f) {
+    // Large hosts with a tiny reserve stall in direct reclaim when pinned allocations burst.
+    if (total <= 0 || v * 1024 >= total / 1000 || v >= 1048576) return;
     f.verdict = Verdict::info;
     f.advice = fmt::format("below 0.1% of host memory: on hosts that pin a lot of memory "
                            "`sysctl vm.min_free_kbytes={}` avoids allocation stalls",
                            std::min<int64_t>(total / 1024 / 1000, 1048576));
-  }
-  return f;
+  });
 }
 
 Finding thp_finding(const fs::path& root) {
