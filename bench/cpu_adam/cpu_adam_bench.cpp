@@ -1,8 +1,10 @@
 // Elements per second of one AdamW step over N fp32 parameters on the CPU, for frugal's fused
 // CPU AdamW (fp32 and bf16 parameters), ATen's fused kernel (at::_fused_adamw_, what
 // torch.optim.AdamW(fused=True) runs), torch::optim::AdamW (C++, unfused), and the machine's
-// copy bandwidth (the bound: 28 bytes per element per step for fp32). Medians of `reps`
-// steps after warm-up; one JSON line.   frugal_bench_cpu_adam N [reps]
+// copy bandwidth (the bound: 28 bytes per element per step for fp32); and the optimizer phase
+// of a training step with clipping as frugal's engine runs it (gradient norm, then FusedAdamW
+// with the clip coefficient folded into its update). Medians of `reps` steps after warm-up;
+// one JSON line.   frugal_bench_cpu_adam N [reps]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
@@ -10,11 +12,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <iostream>
 #include <vector>
 
+#include "frugal/optim/clip.h"
 #include "frugal/optim/cpu_adam.h"
+#include "frugal/optim/fused_adam.h"
 
 namespace {
 
@@ -63,6 +68,17 @@ int main(int argc, char** argv) {
     out["aten_fused"] = rate(median_seconds([&] {
       at::Tensor s = at::full({}, static_cast<double>(++step));
       at::_fused_adamw_({p}, {g}, {m}, {v}, {}, {s}, lr, 0.9, 0.999, wd, 1e-8, false, false);
+    }, reps));
+  }
+  {  // the engine's optimizer phase with clipping to 1.0: the norm (one read of the gradients),
+     // then the update with the coefficient folded in (no pass that scales the gradients)
+    at::Tensor p = at::randn({n}).requires_grad_(true);
+    p.mutable_grad() = at::randn({n});
+    frugal::FusedAdamW opt({p}, torch::optim::AdamWOptions(lr).weight_decay(wd));
+    out["frugal_clip"] = rate(median_seconds([&] {
+      const double norm = std::sqrt(frugal::grad_norm_squared({p}).item<double>());
+      opt.set_gradient_factor(frugal::clip_coefficient(norm, 1.0));
+      opt.step();
     }, reps));
   }
   {  // torch::optim::AdamW, the C++ frontend's unfused loop

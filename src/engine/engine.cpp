@@ -13,6 +13,7 @@
 
 #include "frugal/models/model.h"
 #include "frugal/optim/clip.h"
+#include "frugal/optim/fused_adam.h"
 #include "frugal/strategy/checkpointing.h"
 #include "frugal/optim/optimizer.h"
 #include "frugal/dist/fsdp.h"
@@ -183,7 +184,16 @@ StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
   precision_.set_found_inf(found_inf);
   stats.grad_norm = std::sqrt(sharding_->grad_norm_squared(params_).item<double>());
   const bool finite = !found_inf && std::isfinite(stats.grad_norm);
-  if (finite && options_.clip_grad_norm > 0.0) {
+  // Clipping: frugal's fused Adam(W) multiplies the gradients inside its update (one pass
+  // over them fewer, which is what the host step of offload is bound by); any other
+  // optimizer gets them scaled first.
+  auto* factor_in_step = dynamic_cast<GradientFactorInStep*>(optimizer_.get());
+  const double clip_factor = finite && options_.clip_grad_norm > 0.0
+                                 ? clip_coefficient(stats.grad_norm, options_.clip_grad_norm)
+                                 : 1.0;
+  if (factor_in_step) {
+    factor_in_step->set_gradient_factor(clip_factor);
+  } else if (clip_factor < 1.0) {
     clip_grads(params_, stats.grad_norm, options_.clip_grad_norm);
   }
 
@@ -207,6 +217,7 @@ StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
   } else {
     stats.skipped = true;
   }
+  if (factor_in_step) factor_in_step->set_gradient_factor(1.0);
   sharding_->after_optimizer_step(finite || pipelined);
   precision_.update();
   sharding_->zero_grad(*optimizer_);

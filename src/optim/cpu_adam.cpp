@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "cpu_adam_isa.h"
+#include "cpu_isa.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
@@ -13,20 +14,19 @@ namespace {
 
 using cpu_adam_isa::Consts;
 
-// The kernels of the widest instruction set this CPU has, chosen once.
+// The kernels of the widest instruction set this CPU has.
 const cpu_adam_isa::Kernels& kernels() {
   static const cpu_adam_isa::Kernels k = []() -> cpu_adam_isa::Kernels {
-#if defined(__x86_64__) || defined(__i386__)
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
-      return {&cpu_adam_isa::update_AVX512, &cpu_adam_isa::update_bf16_AVX512,
-              &cpu_adam_isa::update_bf16_fp32grad_AVX512};
+    switch (best_cpu_isa()) {
+      case CpuIsa::Avx512:
+        return {&cpu_adam_isa::update_AVX512, &cpu_adam_isa::update_bf16_AVX512,
+                &cpu_adam_isa::update_bf16_fp32grad_AVX512};
+      case CpuIsa::Avx2:
+        return {&cpu_adam_isa::update_AVX2, &cpu_adam_isa::update_bf16_AVX2,
+                &cpu_adam_isa::update_bf16_fp32grad_AVX2};
+      case CpuIsa::Default:
+        break;
     }
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-      return {&cpu_adam_isa::update_AVX2, &cpu_adam_isa::update_bf16_AVX2,
-              &cpu_adam_isa::update_bf16_fp32grad_AVX2};
-    }
-#endif
     return {&cpu_adam_isa::update_DEFAULT, &cpu_adam_isa::update_bf16_DEFAULT,
             &cpu_adam_isa::update_bf16_fp32grad_DEFAULT};
   }();
@@ -78,6 +78,7 @@ void cpu_adam_step(at::Tensor& param, const at::Tensor& grad, at::Tensor& exp_av
   c.weight_decay = static_cast<float>(h.weight_decay);
   c.decay_factor = static_cast<float>(1.0 - h.lr * h.weight_decay);
   c.decoupled = h.decoupled;
+  c.grad_factor = static_cast<float>(h.grad_factor);
   // As torch.optim: bias corrections in double, then used in float.
   const double bc1 = 1.0 - std::pow(h.beta1, static_cast<double>(step));
   const double bc2 = 1.0 - std::pow(h.beta2, static_cast<double>(step));

@@ -13,6 +13,7 @@ namespace frugal::cpu_adam_isa {
 struct Consts {
   float beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay, decay_factor;
   float step_size, bias_correction2_sqrt;
+  float grad_factor;  // every gradient is multiplied by it first (clipping folded in)
   bool decoupled;
 };
 

@@ -14,7 +14,7 @@ namespace {
 // One fused call per parameter group. ParamState/Options are the torch::optim types of the
 // optimizer (AdamWParamState/AdamWOptions or AdamParamState/AdamOptions).
 template <class ParamState, class Options, class Kernel>
-void fused_step(torch::optim::Optimizer& opt, Kernel kernel) {
+void fused_step(torch::optim::Optimizer& opt, double grad_factor, Kernel kernel) {
   torch::NoGradGuard no_grad;
   for (auto& group : opt.param_groups()) {
     auto& o = static_cast<Options&>(group.options());
@@ -58,11 +58,15 @@ void fused_step(torch::optim::Optimizer& opt, Kernel kernel) {
       h.eps = o.eps();
       h.weight_decay = o.weight_decay();
       h.decoupled = std::is_same_v<Options, torch::optim::AdamWOptions>;
+      h.grad_factor = grad_factor;
       for (size_t i = 0; i < params.size(); ++i) {
         cpu_adam_step(params[i], grads[i], exp_avgs[i], exp_avg_sqs[i], h, steps[i]);
       }
       continue;
     }
+    // ATen's kernel has no factor (its grad_scale divides, which rounds differently from
+    // the clipping pass it replaces): the gradients are scaled first.
+    if (grad_factor != 1.0) at::_foreach_mul_(grads, grad_factor);
     // The kernel reads each parameter's step count from a float tensor, as in PyTorch.
     at::Tensor step_values =
         at::tensor(steps, at::kLong).to(at::TensorOptions().dtype(at::kFloat).device(params[0].device()));
@@ -76,14 +80,14 @@ void fused_step(torch::optim::Optimizer& opt, Kernel kernel) {
 
 // The closure protocol of torch::optim (re-evaluate the loss with grad on), then the update.
 template <class ParamState, class Options, class Kernel>
-at::Tensor closure_then_step(torch::optim::Optimizer& opt,
+at::Tensor closure_then_step(torch::optim::Optimizer& opt, double grad_factor,
                              const torch::optim::Optimizer::LossClosure& closure, Kernel kernel) {
   at::Tensor loss;
   if (closure) {
     at::AutoGradMode grad(true);
     loss = closure();
   }
-  fused_step<ParamState, Options>(opt, kernel);
+  fused_step<ParamState, Options>(opt, grad_factor, kernel);
   return loss;
 }
 
@@ -91,7 +95,7 @@ at::Tensor closure_then_step(torch::optim::Optimizer& opt,
 
 at::Tensor FusedAdamW::step(LossClosure closure) {
   return closure_then_step<torch::optim::AdamWParamState, torch::optim::AdamWOptions>(
-      *this, closure, [](auto&&... args) {
+      *this, gradient_factor(), closure, [](auto&&... args) {
         at::_fused_adamw_(std::forward<decltype(args)>(args)..., /*amsgrad=*/false,
                           /*maximize=*/false);
       });
@@ -99,7 +103,7 @@ at::Tensor FusedAdamW::step(LossClosure closure) {
 
 at::Tensor FusedAdam::step(LossClosure closure) {
   return closure_then_step<torch::optim::AdamParamState, torch::optim::AdamOptions>(
-      *this, closure, [](auto&&... args) {
+      *this, gradient_factor(), closure, [](auto&&... args) {
         at::_fused_adam_(std::forward<decltype(args)>(args)..., /*amsgrad=*/false,
                          /*maximize=*/false);
       });

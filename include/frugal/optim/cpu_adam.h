@@ -2,6 +2,7 @@
 // per element (read 16 bytes, write 12 for fp32), vectorized with ATen's at::vec and split
 // over threads with at::parallel_for. Moments are fp32; parameters and gradients fp32 or
 // bf16 (computed in fp32, rounded once on the way out). The arithmetic is torch.optim's:
+//   g *= grad_factor (1 unless clipping is folded in)
 //   AdamW: p *= 1 - lr * wd          Adam: g += wd * p
 //   m += (1 - b1) (g - m)            v = b2 v + (1 - b2) g^2
 //   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
@@ -19,6 +20,10 @@ struct AdamHyper {
   double eps = 1e-8;
   double weight_decay = 0.0;
   bool decoupled = true;  // AdamW (decay applied to the parameter) or Adam (to the gradient)
+  // Every gradient is read as grad * grad_factor (the gradient tensor is left as it is):
+  // gradient clipping folded into the step, one pass over the gradients fewer than clipping
+  // them first. For fp32 gradients the result is bit-identical to scaling them beforehand.
+  double grad_factor = 1.0;
 };
 
 // One step (`step` = this step's count, from 1) of every element; all four tensors on the

@@ -11,13 +11,27 @@
 
 namespace frugal {
 
-class FusedAdamW : public torch::optim::AdamW {
+// An optimizer that multiplies every gradient by a factor inside its own update, so that
+// gradient clipping costs no pass of its own over the gradients (the engine folds the clip
+// coefficient in; see optim/clip.h). The gradient tensors are left unscaled.
+class GradientFactorInStep {
+ public:
+  virtual ~GradientFactorInStep() = default;
+  // Applies to every following step() until changed; 1 = gradients as they are.
+  void set_gradient_factor(double factor) { gradient_factor_ = factor; }
+  double gradient_factor() const { return gradient_factor_; }
+
+ private:
+  double gradient_factor_ = 1.0;
+};
+
+class FusedAdamW : public torch::optim::AdamW, public GradientFactorInStep {
  public:
   using torch::optim::AdamW::AdamW;
   at::Tensor step(LossClosure closure = nullptr) override;
 };
 
-class FusedAdam : public torch::optim::Adam {
+class FusedAdam : public torch::optim::Adam, public GradientFactorInStep {
  public:
   using torch::optim::Adam::Adam;
   at::Tensor step(LossClosure closure = nullptr) override;
