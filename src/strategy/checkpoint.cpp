@@ -1,98 +1,148 @@
 #include "frugal/strategy/checkpoint.h"
 
 #include <ATen/core/grad_mode.h>
-#include <ATen/core/ivalue.h>
-#include <ATen/ops/empty.h>
-#include <torch/csrc/autograd/autograd.h>
-#include <torch/csrc/autograd/custom_function.h>
-#include <torch/csrc/autograd/engine.h>
+#include <c10/util/StringUtil.h>
+#include <fmt/format.h>
 #include <torch/csrc/autograd/variable.h>
 
-#include <optional>
+#include <memory>
 #include <utility>
+#include <vector>
 
+#include "frugal/util/error.h"
 #include "replay_state.h"
+#include "saved_tensor_hooks.h"
 
 namespace frugal {
 namespace {
 
 using Fn = std::function<at::Tensor(const at::Tensor&)>;
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
 
-// Everything backward needs besides the saved input. ctx->saved_data holds IValues only, and a
-// plain IValue(ptr) wants a registered custom class: a capsule carries any CustomClassHolder.
-struct Recompute : torch::CustomClassHolder {
+// Thrown by the recompute's last pack: backward has everything it needs, and the rest of fn
+// (typically a block's last matmul and residual add, whose results nothing saved) is skipped.
+struct RecomputeComplete {};
+
+struct SavedShape {
+  std::vector<int64_t> sizes;
+  at::ScalarType dtype;
+};
+
+// One checkpointed call of fn. The forward builds the autograd graph as usual, but every
+// tensor it saves is replaced by its position here; the first time backward asks for one,
+// fn runs again from the kept input and refills every position.
+struct Frame {
   Fn fn;
+  at::Tensor input;  // detached: the one activation a checkpoint keeps
+  bool input_requires_grad = false;
+  uint32_t input_version = 0;
   detail::RngState rng;
   detail::AutocastState autocast;
+  std::vector<SavedShape> saved;        // forward: what autograd saved, in order
+  std::vector<at::Tensor> recomputed;   // backward: the same tensors, recomputed
+  size_t filled = 0;
+
+  void recompute();
 };
 
-struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
-  // `anchor` is a tensor requiring grad, passed only when `input` does not require grad, so
-  // that the output still joins the graph and backward reaches the parameters inside fn.
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input,
-                            const std::optional<at::Tensor>& anchor, const Fn& fn) {
-    (void)anchor;
-    auto state = c10::make_intrusive<Recompute>();
-    state->fn = fn;
-    // The input's CUDA generator is the one dropout on that device draws from.
-    state->rng =
-        detail::capture_rng(input.is_cuda() ? input.device() : c10::Device(c10::DeviceType::CPU));
-    state->autocast = detail::capture_autocast();
-    // Grad mode is off here (Function::apply): fn keeps no activations. Under autocast, casts
-    // made under no-grad are not cached by ATen, so none of them can reach a use of the same
-    // weight outside this unit (tests/unit/test_checkpointing.cpp checks it).
-    at::Tensor out = fn(input);
-    ctx->save_for_backward({input});
-    ctx->saved_data["recompute"] = c10::IValue::make_capsule(std::move(state));
-    return out;
+// A tensor the forward saved: packing records its position and shape only; unpacking returns
+// the recomputed tensor (and lets go of it: each saved tensor is unpacked once per backward).
+class ForwardHooks final : public torch::autograd::SavedVariableHooks {
+ public:
+  explicit ForwardHooks(std::shared_ptr<Frame> frame) : frame_(std::move(frame)) {}
+  void call_pack_hook(const at::Tensor& tensor) override {
+    index_ = frame_->saved.size();
+    frame_->saved.push_back({tensor.sizes().vec(), tensor.scalar_type()});
+  }
+  at::Tensor call_unpack_hook() override {
+    // Not there: not recomputed yet, or taken by a previous backward (retain_graph).
+    if (index_ >= frame_->recomputed.size() || !frame_->recomputed[index_].defined()) {
+      frame_->recompute();
+    }
+    return std::exchange(frame_->recomputed[index_], at::Tensor());
   }
 
-  // grads: {d loss / d out} -> {d loss / d input, none (anchor), none (fn)}
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    auto state =
-        c10::static_intrusive_pointer_cast<Recompute>(ctx->saved_data.at("recompute").toCapsule());
-    const at::Tensor input = ctx->get_saved_variables()[0];
-    // A fresh leaf: the nested backward stops here and leaves d loss / d input in its .grad.
-    at::Tensor x = input.detach();
-    x.requires_grad_(input.requires_grad());
-    at::Tensor out;
-    {
-      detail::RngReplay rng(state->rng);  // restores the generators' current state on exit
-      detail::AutocastReplay autocast(state->autocast);
-      at::AutoGradMode grad_mode(true);
-      out = state->fn(x);
-    }
-    // Outside the autocast replay: backward ops must run as in an uncheckpointed backward.
-    // Parameters' gradients accumulate into their .grad here, as a plain backward would do.
-    // The engine is given the output's graph edge and the output itself is dropped first:
-    // nothing needs its values (the last op of a block, typically a residual add, saves
-    // none), and keeping it would hold one more activation through the whole nested backward.
-    if (out.requires_grad()) {
-      torch::autograd::edge_list roots{torch::autograd::impl::gradient_edge(out)};
-      out.reset();
-      torch::autograd::Engine::get_default_engine().execute(
-          roots, {grads.at(0)}, /*keep_graph=*/false, /*create_graph=*/false,
-          /*accumulate_grad=*/true);
-    }
-    at::Tensor dx = x.requires_grad() ? x.grad() : at::Tensor();
-    return {dx, at::Tensor(), at::Tensor()};
-  }
+ private:
+  std::shared_ptr<Frame> frame_;
+  size_t index_ = 0;
 };
+
+// A tensor the recompute saves: it fills the forward's position of the same rank.
+class RecomputeHooks final : public torch::autograd::SavedVariableHooks {
+ public:
+  explicit RecomputeHooks(Frame* frame) : frame_(frame) {}
+  void call_pack_hook(const at::Tensor& tensor) override {
+    Frame& f = *frame_;
+    if (f.filled >= f.saved.size()) {
+      throw Error(fmt::format("activation checkpointing: the recomputation saved more tensors "
+                              "than the forward ({}): the checkpointed function must run the "
+                              "same operations every time",
+                              f.saved.size()));
+    }
+    const SavedShape& expected = f.saved[f.filled];
+    if (tensor.sizes() != expected.sizes || tensor.scalar_type() != expected.dtype) {
+      throw Error(fmt::format("activation checkpointing: saved tensor {} was {} {} in the forward "
+                              "and {} {} when recomputed: the checkpointed function must run the "
+                              "same operations every time",
+                              f.filled, c10::toString(expected.dtype),
+                              c10::str(at::IntArrayRef(expected.sizes)),
+                              c10::toString(tensor.scalar_type()), c10::str(tensor.sizes())));
+    }
+    f.recomputed[f.filled++] = tensor.detach();
+    if (f.filled == f.saved.size()) throw RecomputeComplete{};
+  }
+  at::Tensor call_unpack_hook() override {
+    throw Error("activation checkpointing: the recomputation's own graph is never run backward");
+  }
+
+ private:
+  Frame* frame_;
+};
+
+void Frame::recompute() {
+  if (input._version() != input_version) {
+    throw Error("activation checkpointing: the input of a checkpointed function was modified in "
+                "place after its forward; the recomputation would not see the same values");
+  }
+  recomputed.assign(saved.size(), at::Tensor());
+  filled = 0;
+  at::Tensor x = input.detach();
+  x.requires_grad_(input_requires_grad);  // the same ops save the same tensors
+  {
+    detail::RngReplay rng_replay(rng);  // puts the generators' current state back on exit
+    detail::AutocastReplay autocast_replay(autocast);
+    at::AutoGradMode grad_mode(true);
+    detail::SavedTensorHooksScope hooks([this] { return std::make_unique<RecomputeHooks>(this); });
+    try {
+      (void)fn(x);
+    } catch (const RecomputeComplete&) {
+    }
+  }
+  if (filled != saved.size()) {
+    throw Error(fmt::format("activation checkpointing: the recomputation saved {} tensors, the "
+                            "forward {}: the checkpointed function must run the same operations "
+                            "every time",
+                            filled, saved.size()));
+  }
+}
 
 }  // namespace
 
 at::Tensor checkpoint(const std::function<at::Tensor(const at::Tensor&)>& fn,
                       const at::Tensor& input) {
-  // Nothing will be backpropagated (evaluation, no_grad): keeping the input would only cost.
-  if (!at::GradMode::is_enabled()) return fn(input);
-  std::optional<at::Tensor> anchor;
-  if (!input.requires_grad()) {
-    // Float whatever the input's dtype: integer tensors (token ids) cannot require grad.
-    anchor = at::empty({0}, input.options().dtype(at::kFloat)).requires_grad_(true);
-  }
-  return CheckpointFunction::apply(input, anchor, fn);
+  // Nothing will be backpropagated (evaluation, no_grad): nothing to save or recompute. Inside
+  // another checkpointed function (or its recomputation) that one's hooks take every tensor.
+  if (!at::GradMode::is_enabled() || detail::SavedTensorHooksScope::active()) return fn(input);
+  auto frame = std::make_shared<Frame>();
+  frame->fn = fn;
+  frame->input = input.detach();
+  frame->input_requires_grad = input.requires_grad();
+  frame->input_version = input._version();
+  // The input's CUDA generator is the one dropout on that device draws from.
+  frame->rng =
+      detail::capture_rng(input.is_cuda() ? input.device() : c10::Device(c10::DeviceType::CPU));
+  frame->autocast = detail::capture_autocast();
+  detail::SavedTensorHooksScope hooks([frame] { return std::make_unique<ForwardHooks>(frame); });
+  return fn(input);
 }
 
 }  // namespace frugal

@@ -359,6 +359,72 @@ TEST_CASE("frugal::checkpoint on a plain function", "[checkpointing][unit]") {
   CHECK_FALSE(b.requires_grad());
 }
 
+TEST_CASE("the recompute stops after the last tensor backward needs", "[checkpointing][unit]") {
+  // tanh saves its result: once that is recomputed, nothing after it runs again. A plain
+  // (reentrant) recompute would run the whole function and count 2 calls of `after`.
+  at::manual_seed(6);
+  at::Tensor w = at::randn({8, 8}).requires_grad_(true);
+  int after_calls = 0;
+  auto fn = [&](const at::Tensor& x) {
+    at::Tensor h = at::tanh(x.mm(w));
+    ++after_calls;
+    return h * 2.0 + 1.0;  // saves nothing (a constant factor, a constant shift)
+  };
+  at::Tensor x = at::randn({4, 8}).requires_grad_(true);
+  checkpoint(fn, x).sum().backward();
+  CHECK(after_calls == 1);
+  at::Tensor expected = (1 - at::tanh(x.detach().mm(w.detach())).pow(2)).mm(w.detach().t()) * 2.0;
+  CHECK(at::allclose(x.grad(), expected, 1e-6, 1e-6));
+}
+
+TEST_CASE("checkpointed gradients through autograd::grad, backward inputs and retain_graph",
+          "[checkpointing][unit]") {
+  at::manual_seed(7);
+  at::Tensor w = at::randn({8, 8}).requires_grad_(true);
+  auto fn = [&](const at::Tensor& x) { return at::gelu(x.mm(w)).mm(w); };
+  at::Tensor x = at::randn({4, 8}).requires_grad_(true);
+  const auto plain = torch::autograd::grad({fn(x).pow(2).sum()}, {x, w});
+  const auto ckpt = torch::autograd::grad({checkpoint(fn, x).pow(2).sum()}, {x, w});
+  CHECK(at::equal(plain[0], ckpt[0]));
+  CHECK(at::equal(plain[1], ckpt[1]));
+
+  // Two backwards through one graph: the second recomputes again.
+  at::Tensor loss = checkpoint(fn, x).pow(2).sum();
+  loss.backward({}, /*retain_graph=*/true);
+  loss.backward();
+  CHECK(at::equal(x.grad(), 2 * plain[0]));
+  CHECK(at::equal(w.grad(), 2 * plain[1]));
+
+  // Only the input's gradient asked for: the weight's stays as it was.
+  x.mutable_grad() = at::Tensor();
+  w.mutable_grad() = at::Tensor();
+  checkpoint(fn, x).pow(2).sum().backward({}, false, false, {x});
+  CHECK(at::equal(x.grad(), plain[0]));
+  CHECK_FALSE(w.grad().defined());
+}
+
+TEST_CASE("a checkpointed function that changes between forward and recompute is an error",
+          "[checkpointing][unit][bad_input]") {
+  at::Tensor w = at::randn({8, 8}).requires_grad_(true);
+  bool first = true;
+  auto fn = [&](const at::Tensor& x) {
+    at::Tensor h = x.mm(w);
+    if (first) h = at::tanh(h);  // the forward saves one tensor more than the recompute
+    first = false;
+    return at::sigmoid(h);
+  };
+  at::Tensor x = at::randn({4, 8}).requires_grad_(true);
+  at::Tensor y = checkpoint(fn, x).sum();
+  CHECK_THROWS_WITH(y.backward(), Catch::Contains("must run the same operations every time"));
+
+  // The input changed in place after the forward.
+  auto g = [&](const at::Tensor& in) { return at::tanh(in.mm(w)); };
+  at::Tensor z = at::randn({4, 8});
+  at::Tensor out = checkpoint(g, z).sum();
+  z.add_(1.0);
+  CHECK_THROWS_WITH(out.backward(), Catch::Contains("modified in place"));
+}
+
 TEST_CASE("applying checkpointing again replaces it instead of wrapping twice",
           "[checkpointing][unit]") {
   Gpt gpt(ckpt_gpt(4, 0.0));
