@@ -187,7 +187,8 @@ StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
   // Clipping: frugal's fused Adam(W) multiplies the gradients inside its update (one pass
   // over them fewer, which is what the host step of offload is bound by); any other
   // optimizer gets them scaled first.
-  auto* factor_in_step = dynamic_cast<GradientFactorInStep*>(optimizer_.get());
+  // (Not under the pipeline: its host thread may be stepping now, and nothing clips there.)
+  auto* factor_in_step = pipelined ? nullptr : dynamic_cast<GradientFactorInStep*>(optimizer_.get());
   const double clip_factor = finite && options_.clip_grad_norm > 0.0
                                  ? clip_coefficient(stats.grad_norm, options_.clip_grad_norm)
                                  : 1.0;

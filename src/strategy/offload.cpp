@@ -30,7 +30,7 @@ OptimizerOffload::OptimizerOffload(torch::optim::Optimizer& optimizer, bool pin_
       if (p.requires_grad()) master.mutable_grad() = at::zeros(p.sizes(), host);
       index_[p.unsafeGetTensorImpl()] = pairs_.size();
       master_index_[master.unsafeGetTensorImpl()] = pairs_.size();
-      pairs_.push_back({p, master});
+      pairs_.push_back({p, master, master.grad()});
       p = master;  // the optimizer now steps the master
     }
   }
@@ -61,7 +61,7 @@ void OptimizerOffload::step_pairs(torch::optim::Optimizer& optimizer,
         pair.master.mutable_grad() = at::Tensor();
         continue;
       }
-      if (!pair.master.grad().defined()) pair.master.mutable_grad() = at::zeros_like(pair.master);
+      if (!pair.master.grad().defined()) pair.master.mutable_grad() = pair.host_grad;
       pair.master.mutable_grad().copy_(g, /*non_blocking=*/true);
     }
   }, /*wait_host=*/true);

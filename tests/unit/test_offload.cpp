@@ -122,3 +122,33 @@ TEST_CASE("optimizer offload steps separate fp32 masters on the host", "[unit][o
   stepped->step();
   CHECK_THROWS_AS(OptimizerOffload(*stepped, true), Error);
 }
+
+TEST_CASE("optimizer offload keeps one host gradient buffer per parameter across steps",
+          "[unit][offload]") {
+  // zero_grad(set_to_none) drops the masters' .grad every step; the buffer made at setup
+  // (pinned when CUDA is present) must come back, not a fresh pageable allocation.
+  at::manual_seed(4);
+  auto model = std::make_shared<Gpt>(GptOptions::sized(32, 16, 2, 2, 32));
+  StrategyConfig sc;
+  sc.offload.optimizer = true;
+  Engine engine(EngineOptions{sc, 0.5});
+  engine.setup(model, make_optimizer(OptimConfig{}, *model));
+  auto step = [&] {
+    Batch b{at::randint(0, 32, {4, 16}, at::kLong), at::randint(0, 32, {4, 16}, at::kLong)};
+    engine.step(b, [&](const Batch& mb) { return model->loss_sum(model->forward(mb.x), mb.y); });
+  };
+  std::vector<at::Tensor> buffers;
+  for (const auto& p : model->parameters()) buffers.push_back(engine.optimizer_param(p).grad());
+  // Each step copies its gradients into those same buffers: their contents change every
+  // step (a stand-in buffer would leave them at the first step's gradients).
+  std::vector<at::Tensor> before;
+  for (int s = 0; s < 3; ++s) {
+    step();
+    std::vector<at::Tensor> now;
+    for (const auto& b : buffers) now.push_back(b.clone());
+    if (!before.empty()) {
+      for (size_t i = 0; i < now.size(); ++i) CHECK_FALSE(at::equal(now[i], before[i]));
+    }
+    before = std::move(now);
+  }
+}

@@ -65,6 +65,9 @@ class OptimizerOffload {
   struct Pair {
     at::Tensor device;  // what the model (or the sharding) computes with
     at::Tensor master;  // host, fp32 (the parameter's own dtype when wider), .grad on host
+    // The master's gradient buffer (pinned when CUDA is present), put back as its .grad each
+    // step: zero_grad(set_to_none) drops .grad, and a fresh one would be pageable memory.
+    at::Tensor host_grad;
   };
   // Copies the gradients of pairs `which` over (after `final_at` on CUDA), steps their masters
   // alone, copies them back (on CUDA: on a side stream, see wait_copies_back).
