@@ -16,6 +16,19 @@ OptimizerOffload::OptimizerOffload(torch::optim::Optimizer& optimizer, bool pin_
   }
   const bool pin = pin_memory && at::globalContext().hasCUDA();
   torch::NoGradGuard no_grad;
+  // 1. Where each master and its gradient go in one host buffer (64-byte aligned places).
+  struct Place {
+    at::Tensor* param;
+    at::ScalarType dtype;
+    int64_t master_at, grad_at;  // byte offsets; grad_at -1: no gradient
+  };
+  std::vector<Place> places;
+  int64_t total = 0;
+  auto reserve = [&total](int64_t bytes) {
+    const int64_t offset = total;
+    total += (bytes + 63) / 64 * 64;
+    return offset;
+  };
   for (auto& group : optimizer.param_groups()) {
     for (auto& p : group.params()) {
       // Masters in fp32 at least: a bf16 model's updates would otherwise round away.
@@ -23,16 +36,31 @@ OptimizerOffload::OptimizerOffload(torch::optim::Optimizer& optimizer, bool pin_
           at::isFloatingType(p.scalar_type()) && c10::elementSize(p.scalar_type()) < 4
               ? at::kFloat
               : p.scalar_type();
-      const auto host = at::TensorOptions().device(at::kCPU).dtype(dtype).pinned_memory(pin);
-      at::Tensor master = at::empty(p.sizes(), host);
-      master.copy_(p.detach());
-      master.requires_grad_(p.requires_grad());
-      if (p.requires_grad()) master.mutable_grad() = at::zeros(p.sizes(), host);
-      index_[p.unsafeGetTensorImpl()] = pairs_.size();
-      master_index_[master.unsafeGetTensorImpl()] = pairs_.size();
-      pairs_.push_back({p, master, master.grad()});
-      p = master;  // the optimizer now steps the master
+      const int64_t bytes = p.numel() * static_cast<int64_t>(c10::elementSize(dtype));
+      const int64_t master_at = reserve(bytes);
+      places.push_back({&p, dtype, master_at, p.requires_grad() ? reserve(bytes) : -1});
     }
+  }
+  // 2. One allocation for all of them, page-locked when CUDA is present: exact in size, where
+  //    PyTorch's pinned allocator would round each tensor up to a power of two.
+  host_buffer_ = pin ? offload_stream::page_locked_bytes(total)
+                     : at::empty({total}, at::TensorOptions().dtype(at::kByte));
+  auto carve = [this](int64_t offset, const at::Tensor& like, at::ScalarType dtype) {
+    // Not a view (autograd would track views of the buffer): a tensor over its memory that
+    // keeps it alive.
+    return at::from_blob(host_buffer_.data_ptr<uint8_t>() + offset, like.sizes(),
+                         [keep = host_buffer_](void*) {}, at::TensorOptions().dtype(dtype));
+  };
+  for (const Place& place : places) {
+    at::Tensor& p = *place.param;
+    at::Tensor master = carve(place.master_at, p, place.dtype);
+    master.copy_(p.detach());
+    master.requires_grad_(p.requires_grad());
+    if (place.grad_at >= 0) master.mutable_grad() = carve(place.grad_at, p, place.dtype).zero_();
+    index_[p.unsafeGetTensorImpl()] = pairs_.size();
+    master_index_[master.unsafeGetTensorImpl()] = pairs_.size();
+    pairs_.push_back({p, master, master.grad()});
+    p = master;  // the optimizer now steps the master
   }
 }
 

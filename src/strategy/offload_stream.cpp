@@ -1,8 +1,13 @@
 #include "offload_stream.h"
 
+#include <ATen/ATen.h>
 #include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+
+#include <unistd.h>
 
 namespace frugal::offload_stream {
 
@@ -43,6 +48,25 @@ std::shared_ptr<Marker> on_side_stream(c10::Device device, const std::shared_ptr
 void wait_on_current(c10::Device device, const std::shared_ptr<Marker>& marker) {
   if (!device.is_cuda() || !marker) return;
   marker->event.block(c10::cuda::getCurrentCUDAStream(device.index()));
+}
+
+at::Tensor page_locked_bytes(int64_t bytes) {
+  // Whole pages of an allocation of our own: a locked page must not be shared with memory
+  // that someone else may lock (or free) separately.
+  const int64_t page = sysconf(_SC_PAGESIZE);
+  const int64_t locked = (bytes + page - 1) / page * page;
+  at::Tensor backing = at::empty({locked + page}, at::TensorOptions().dtype(at::kByte));
+  const auto address = reinterpret_cast<uintptr_t>(backing.data_ptr());
+  const int64_t skip = static_cast<int64_t>((page - address % page) % page);
+  uint8_t* start = backing.data_ptr<uint8_t>() + skip;
+  C10_CUDA_CHECK(cudaHostRegister(start, static_cast<size_t>(locked), cudaHostRegisterDefault));
+  return at::from_blob(
+      start, {bytes},
+      [backing](void* p) {
+        // Unlocking can only fail for memory that was not locked: nothing to do then.
+        (void)cudaHostUnregister(p);
+      },
+      at::TensorOptions().dtype(at::kByte));
 }
 
 }  // namespace frugal::offload_stream

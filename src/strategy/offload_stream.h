@@ -5,6 +5,7 @@
 // inline). Only this file sees CUDA's stream and event types.
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include <functional>
@@ -23,5 +24,11 @@ std::shared_ptr<Marker> on_side_stream(c10::Device device, const std::shared_ptr
                                        const std::function<void()>& copies, bool wait_host);
 // `device`'s current stream waits for `marker` (no-op when null).
 void wait_on_current(c10::Device device, const std::shared_ptr<Marker>& marker);
+
+// `bytes` bytes of host memory, page-locked (cudaHostRegister) so that copies between it and
+// CUDA devices are asynchronous, as a uint8 tensor that unlocks and frees it with its storage.
+// Exact size: PyTorch's pinned allocator rounds every allocation up to a power of two, up to
+// twice the host memory. The memory comes from the CPU allocator (frugal's tracking counts it).
+at::Tensor page_locked_bytes(int64_t bytes);
 
 }  // namespace frugal::offload_stream

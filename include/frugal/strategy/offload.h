@@ -1,6 +1,6 @@
 // Optimizer offload (strategy.offload.optimizer), after ZeRO-Offload: the optimizer steps
-// fp32 master copies of its parameters kept in host memory (pinned when CUDA is present), with
-// its state beside them; the device keeps the parameters it computes with and their gradients.
+// fp32 master copies of its parameters kept in host memory (one allocation for all masters and
+// their gradients, page-locked when CUDA is present), with its state beside them; the device keeps the parameters it computes with and their gradients.
 // Each step, after the gradients are final (reduced, unscaled, clipped on the device):
 //   device gradients -> host, optimizer.step() on the host, host masters -> device parameters
 //   (in the parameters' dtype). On CUDA both copies run on a side stream into / out of pinned
@@ -77,6 +77,7 @@ class OptimizerOffload {
   void wait_copies_back();
   void worker_loop();
 
+  at::Tensor host_buffer_;  // every master and master gradient lives in it (see the constructor)
   std::vector<Pair> pairs_;
   std::unordered_map<const c10::TensorImpl*, size_t> index_;         // by device tensor
   std::unordered_map<const c10::TensorImpl*, size_t> master_index_;  // by master
