@@ -222,7 +222,7 @@ StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
   sharding_->after_optimizer_step(finite || pipelined);
   precision_.update();
   sharding_->zero_grad(*optimizer_);
-  if (offload_) offload_->zero_device_grads();
+  if (offload_) offload_->zero_device_grads(options_.strategy.sharding.mode == "none");
   ++steps_done_;
 
   stats.step = steps_done_;

@@ -214,9 +214,14 @@ void OptimizerOffload::finish_pipeline() {
   wait_copies_back();
 }
 
-void OptimizerOffload::zero_device_grads() {
+void OptimizerOffload::zero_device_grads(bool set_to_none) {
   for (Pair& pair : pairs_) {
-    if (pair.device.grad().defined()) pair.device.mutable_grad().zero_();
+    if (!pair.device.grad().defined()) continue;
+    if (set_to_none) {
+      pair.device.mutable_grad().reset();
+    } else {
+      pair.device.mutable_grad().zero_();
+    }
   }
 }
 

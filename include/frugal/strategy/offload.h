@@ -39,9 +39,11 @@ class OptimizerOffload {
 
   // Copies the gradients to the host, steps `optimizer` there, copies the parameters back.
   void step(torch::optim::Optimizer& optimizer);
-  // Zeroes the device gradients in place (the sharding's zero_grad reaches the optimizer's
-  // tensors, the masters, only; in-place keeps DDP's and FSDP's gradient buffers).
-  void zero_device_grads();
+  // Clears the device gradients (the sharding's zero_grad reaches the optimizer's tensors, the
+  // masters, only): in place when a sharding owns them as buffers (DDP's buckets, FSDP's flat
+  // gradients), otherwise dropped, so that no gradient stays on the device between steps and
+  // backward's first gradient for each parameter is taken over rather than added to zeros.
+  void zero_device_grads(bool set_to_none);
   // The pipelined step, overlapped with backward (ZeRO-Offload's): between begin_pipeline and
   // finish_pipeline, ready(params) hands over parameters whose gradients are final (reduced);
   // a host thread copies those gradients, steps those masters (the optimizer's groups cut down
