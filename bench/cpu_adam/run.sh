@@ -27,18 +27,21 @@ rows = [("frugal fused CPU AdamW, fp32", "frugal_fp32", 28),
         ("torch.optim.AdamW(fused=True), Python", "torch_fused", 28),
         ("torch.optim.AdamW(foreach=True), Python", "torch_foreach", 28),
         ("torch::optim::AdamW, C++ frontend", "torch_cpp", 28)]
+def sizes():
+    """(N, median of a key over every round of both programs) per size, smallest first."""
+    for path in sorted(glob.glob(f"{tmp}/cpp-*.jsonl"), key=lambda p: int(p.split("-")[-1].split(".")[0])):
+        n = path.split("-")[-1].split(".")[0]
+        recs = [json.loads(l) for l in open(path)] + [json.loads(l) for l in open(f"{tmp}/py-{n}.jsonl")]
+        yield int(n), lambda k, recs=recs: statistics.median(r[k] for r in recs if k in r)
 print("| N | implementation | Melem/s | vs torch fused | % of bandwidth bound |")
 print("|---|---|---|---|---|")
-for path in sorted(glob.glob(f"{tmp}/cpp-*.jsonl"), key=lambda p: int(p.split("-")[-1].split(".")[0])):
-    n = path.split("-")[-1].split(".")[0]
-    recs = [json.loads(l) for l in open(path)] + [json.loads(l) for l in open(f"{tmp}/py-{n}.jsonl")]
-    med = lambda k: statistics.median(r[k] for r in recs if k in r)
+for n, med in sizes():
     bw = med("inplace_bytes_per_s")
     fused = med("torch_fused")
     for label, key, nbytes in rows:
         v = med(key)
-        print(f"| {int(n):.0e} | {label} | {v / 1e6:.0f} | {v / fused:.2f}x | {100 * v * nbytes / bw:.0f}% |")
-    print(f"| {int(n):.0e} | bandwidth bound (28 B/elem at {bw / 1e9:.1f} GB/s in-place; copy {med('copy_bytes_per_s') / 1e9:.1f} GB/s) | {bw / 28 / 1e6:.0f} | | 100% |")
+        print(f"| {n:.0e} | {label} | {v / 1e6:.0f} | {v / fused:.2f}x | {100 * v * nbytes / bw:.0f}% |")
+    print(f"| {n:.0e} | bandwidth bound (28 B/elem at {bw / 1e9:.1f} GB/s in-place; copy {med('copy_bytes_per_s') / 1e9:.1f} GB/s) | {bw / 28 / 1e6:.0f} | | 100% |")
 print()
 print("The optimizer phase of a training step that clips to norm 1.0 (gradient norm, clipping, AdamW):")
 print()
@@ -46,15 +49,12 @@ print("| N | implementation | Melem/s | vs PyTorch | bytes per element | % of ba
 print("|---|---|---|---|---|---|")
 clip_rows = [("frugal: norm, then FusedAdamW with the clip coefficient folded in", "frugal_clip", 32),
              ("PyTorch: clip_grad_norm_, then AdamW(fused=True)", "torch_fused_clip", 40)]
-for path in sorted(glob.glob(f"{tmp}/cpp-*.jsonl"), key=lambda p: int(p.split("-")[-1].split(".")[0])):
-    n = path.split("-")[-1].split(".")[0]
-    recs = [json.loads(l) for l in open(path)] + [json.loads(l) for l in open(f"{tmp}/py-{n}.jsonl")]
-    med = lambda k: statistics.median(r[k] for r in recs if k in r)
+for n, med in sizes():
     bw = med("inplace_bytes_per_s")
     base = med("torch_fused_clip")
     for label, key, nbytes in clip_rows:
         v = med(key)
-        print(f"| {int(n):.0e} | {label} | {v / 1e6:.0f} | {v / base:.2f}x | {nbytes} | {100 * v * nbytes / bw:.0f}% |")
+        print(f"| {n:.0e} | {label} | {v / 1e6:.0f} | {v / base:.2f}x | {nbytes} | {100 * v * nbytes / bw:.0f}% |")
 PY
 echo
 echo "$threads threads; $(nproc) cores; medians of $rounds rounds; bf16 rows count 20 bytes per element"
