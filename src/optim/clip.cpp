@@ -20,10 +20,6 @@ std::vector<at::Tensor> defined_grads(const std::vector<at::Tensor>& params) {
   return grads;
 }
 
-}  // namespace
-
-namespace {
-
 using SumSquaresFn = double (*)(const float*, int64_t);
 
 SumSquaresFn sum_squares_kernel() {

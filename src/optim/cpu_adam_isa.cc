@@ -20,8 +20,8 @@ using BVec = at::vec::Vectorized<c10::BFloat16>;  // twice Vec's lanes
 
 struct VecConsts {
   explicit VecConsts(const Consts& c)
-      : grad_factor(c.grad_factor), omb1(c.one_minus_beta1), b2(c.beta2), omb2(c.one_minus_beta2), eps(c.eps),
-        wd(c.weight_decay), decay(c.decay_factor), step_size(c.step_size),
+      : grad_factor(c.grad_factor), omb1(c.one_minus_beta1), b2(c.beta2),
+        omb2(c.one_minus_beta2), eps(c.eps), wd(c.weight_decay), decay(c.decay_factor), step_size(c.step_size),
         // One division per element (m / denom); sqrt(v) / sqrt(bc2) as a product with the
         // reciprocal, which rounds differently from torch's division by at most an ulp.
         inv_bc2(1.0f / c.bias_correction2_sqrt), decoupled(c.decoupled) {}
