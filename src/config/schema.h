@@ -39,6 +39,7 @@ void for_each_field(C& c, Visit&& visit) {
   visit("model", "n_embd", c.model.n_embd);
   visit("model", "dropout", c.model.dropout);
   visit("model", "bias", c.model.bias);
+  visit("model", "kernels", c.model.kernels);
   visit("model", "in_features", c.model.in_features);
   visit("model", "hidden", c.model.hidden);
   visit("model", "out_features", c.model.out_features);

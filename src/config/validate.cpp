@@ -99,6 +99,12 @@ void check_model(const Checker& c, const ModelConfig& m, const DataConfig& data)
               fmt::format("must be a multiple of model.n_head ({} is not a multiple of {})",
                           m.n_embd, m.n_head),
               "model.n_head");
+    c.one_of(m.kernels, {"auto", "aten", "frugal"}, "model.kernels");
+    c.require(m.kernels != "frugal" || m.dropout == 0.0, "model.kernels",
+              fmt::format("frugal's attention has no dropout (model.dropout is {}): use auto or "
+                          "aten, or model.dropout: 0",
+                          m.dropout),
+              "model.dropout");
     c.require(data.seq_len <= m.block_size, "data.seq_len",
               fmt::format("must be <= model.block_size ({}), got {}", m.block_size, data.seq_len),
               "model.block_size");

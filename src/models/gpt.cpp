@@ -8,6 +8,8 @@
 
 #include <cmath>
 
+#include "frugal/models/causal_attention.h"
+#include "frugal/models/gelu.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
@@ -21,6 +23,7 @@ GptOptions GptOptions::from(const ModelConfig& c) {
   o.n_embd = c.n_embd;
   o.dropout = c.dropout;
   o.bias = c.bias;
+  o.kernels = parse_kernels(c.kernels, "model.kernels");
   if (o.n_embd % o.n_head != 0) {
     throw Error("model: n_embd (" + std::to_string(o.n_embd) + ") must be divisible by n_head (" +
                 std::to_string(o.n_head) + ")");
@@ -41,7 +44,7 @@ GptOptions GptOptions::sized(int64_t vocab_size, int64_t block_size, int64_t n_l
 }
 
 CausalSelfAttention::CausalSelfAttention(const GptOptions& o)
-    : n_head_(o.n_head), dropout_(o.dropout) {
+    : n_head_(o.n_head), dropout_(o.dropout), kernels_(o.kernels) {
   qkv = register_module("qkv",
                         torch::nn::Linear(torch::nn::LinearOptions(o.n_embd, 3 * o.n_embd).bias(o.bias)));
   proj = register_module("proj",
@@ -50,20 +53,12 @@ CausalSelfAttention::CausalSelfAttention(const GptOptions& o)
 }
 
 at::Tensor CausalSelfAttention::forward_impl(const at::Tensor& x) {
-  const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
-  auto parts = linear(qkv, x).split(C, /*dim=*/2);  // 3 x (B, T, C)
-  auto heads = [&](const at::Tensor& t) {            // (B, T, C) -> (B, nh, T, hs)
-    return t.view({B, T, n_head_, C / n_head_}).transpose(1, 2);
-  };
-  at::Tensor y = at::scaled_dot_product_attention(heads(parts[0]), heads(parts[1]),
-                                                  heads(parts[2]), /*attn_mask=*/{},
-                                                  is_training() ? dropout_ : 0.0,
-                                                  /*is_causal=*/true);  // (B, nh, T, hs)
-  y = y.transpose(1, 2).contiguous().view({B, T, C});
+  at::Tensor y = causal_self_attention(linear(qkv, x), n_head_, is_training() ? dropout_ : 0.0,
+                                       kernels_);  // (B, T, C)
   return resid_drop->forward(linear(proj, y));
 }
 
-GptMlp::GptMlp(const GptOptions& o) {
+GptMlp::GptMlp(const GptOptions& o) : kernels_(o.kernels) {
   fc = register_module("fc",
                        torch::nn::Linear(torch::nn::LinearOptions(o.n_embd, 4 * o.n_embd).bias(o.bias)));
   proj = register_module("proj",
@@ -73,7 +68,7 @@ GptMlp::GptMlp(const GptOptions& o) {
 
 at::Tensor GptMlp::forward_impl(const at::Tensor& x) {
   // tanh-approximated GELU, as GPT-2 used.
-  return drop->forward(linear(proj, at::gelu(linear(fc, x), "tanh")));
+  return drop->forward(linear(proj, gelu_tanh(linear(fc, x), kernels_)));
 }
 
 GptBlock::GptBlock(const GptOptions& o) {

@@ -167,6 +167,11 @@ TEST_CASE("config errors: names outside their closed sets", "[config][bad_input]
   CHECK(error_for("run: {device: gpu}\n") ==
         "c.yaml:1:7: run.device: unknown device 'gpu' (expected auto, cpu, cuda or cuda:N)");
   CHECK_NOTHROW(load_config_string("run: {device: 'cuda:1'}\n", "c.yaml"));
+  CHECK(error_for("model: {kernels: flash}\n") ==
+        "c.yaml:1:9: model.kernels: unknown value 'flash' (expected one of: auto, aten, frugal)");
+  CHECK(error_for("model: {kernels: frugal, dropout: 0.1}\n") ==
+        "c.yaml:1:9: model.kernels: frugal's attention has no dropout (model.dropout is 0.1): use "
+        "auto or aten, or model.dropout: 0");
   // model.type is open: user-registered models have their own names.
   CHECK_NOTHROW(load_config_string("model: {type: my-resnet}\n", "c.yaml"));
 }

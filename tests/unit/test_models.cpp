@@ -9,6 +9,7 @@
 #include "frugal/models/mlp.h"
 #include "frugal/models/model.h"
 #include "frugal/models/registry.h"
+#include "frugal/strategy/autocast.h"
 #include "frugal/util/error.h"
 
 using namespace frugal;
@@ -136,5 +137,37 @@ TEST_CASE("user models register by name", "[unit][models]") {
   } catch (const Error& e) {
     CHECK(std::string(e.what()).find("unknown model 'nope'") != std::string::npos);
     CHECK(std::string(e.what()).find("affine-test") != std::string::npos);
+  }
+}
+
+TEST_CASE("GPT with frugal's CPU kernels matches ATen's kernels, fp32 and bf16 autocast",
+          "[unit][models][kernels]") {
+  for (bool bf16 : {false, true}) {
+    CAPTURE(bf16);
+    std::vector<at::Tensor> grads[2];
+    at::Tensor losses[2];
+    for (int which = 0; which < 2; ++which) {
+      at::manual_seed(11);
+      GptOptions o = GptOptions::sized(64, 40, 2, 4, 32);
+      o.kernels = which == 0 ? Kernels::Aten : Kernels::Frugal;
+      Gpt gpt(o);
+      at::Tensor idx = at::randint(64, {3, 40});
+      at::Tensor logits;
+      {
+        AutocastGuard autocast(c10::DeviceType::CPU, at::kBFloat16, bf16);
+        logits = gpt.forward(idx);
+      }
+      losses[which] = at::cross_entropy_loss(logits.reshape({-1, 64}).to(at::kFloat),
+                                             idx.roll(1, 1).reshape({-1}));
+      losses[which].backward();
+      for (const auto& p : gpt.parameters()) grads[which].push_back(p.grad());
+    }
+    const double tol = bf16 ? 2e-2 : 1e-5;
+    CHECK(std::abs(losses[0].item<double>() - losses[1].item<double>()) < tol);
+    for (size_t i = 0; i < grads[0].size(); ++i) {
+      CAPTURE(i);
+      const double scale = grads[0][i].abs().max().item<double>();
+      CHECK((grads[0][i] - grads[1][i]).abs().max().item<double>() <= tol * scale + 1e-12);
+    }
   }
 }

@@ -33,6 +33,9 @@ struct ModelConfig {
   int64_t n_embd = 128;
   double dropout = 0.0;
   bool bias = true;
+  // Kernels of attention and GELU: auto (frugal's CPU kernels where they apply, else ATen's)
+  // | aten | frugal; see frugal/models/kernels.h.
+  std::string kernels = "auto";
   // mlp
   int64_t in_features = 32;
   std::vector<int64_t> hidden = {64, 64};

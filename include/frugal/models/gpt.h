@@ -1,5 +1,5 @@
 // A decoder-only transformer (GPT-2 shape): token + position embeddings, pre-LayerNorm blocks
-// of causal self-attention (scaled_dot_product_attention) and a GELU MLP, a final LayerNorm,
+// of causal self-attention (frugal/models/causal_attention.h) and a GELU MLP, a final LayerNorm,
 // and an output projection tied to the token embedding. Parameter names follow what the same
 // model written in PyTorch would produce: tok_emb.weight, pos_emb.weight,
 // blocks.0.ln1.weight, blocks.0.attn.qkv.weight, blocks.0.attn.proj.weight, blocks.0.ln2.*,
@@ -13,6 +13,7 @@
 #include <torch/nn/modules/normalization.h>
 
 #include "frugal/config/config.h"
+#include "frugal/models/kernels.h"
 #include "frugal/models/model.h"
 #include "frugal/models/unit.h"
 
@@ -26,6 +27,7 @@ struct GptOptions {
   int64_t n_embd = 128;
   double dropout = 0.0;
   bool bias = true;
+  Kernels kernels = Kernels::Auto;  // attention and GELU (frugal/models/kernels.h)
 
   static GptOptions from(const ModelConfig& cfg);
   // For models built in code: the sizes in one call.
@@ -49,6 +51,7 @@ class CausalSelfAttention : public Unit {
  private:
   int64_t n_head_;
   double dropout_;
+  Kernels kernels_;
 };
 
 class GptMlp : public Unit {
@@ -61,6 +64,9 @@ class GptMlp : public Unit {
 
  protected:
   at::Tensor forward_impl(const at::Tensor& x) override;  // (B, T, C) -> (B, T, C)
+
+ private:
+  Kernels kernels_;
 };
 
 class GptBlock : public Unit {

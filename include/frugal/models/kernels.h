@@ -1,0 +1,23 @@
+// Which kernels the built-in models' hot operations use (model.kernels in YAML):
+//   aten   ATen's own operators (at::scaled_dot_product_attention, at::gelu): CUDA and CPU,
+//          every dtype, attention dropout;
+//   frugal frugal's CPU kernels (causal_attention.h, gelu.h): fp32 / bf16 on CPU only;
+//   auto   frugal's where they apply, ATen's elsewhere (the default).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+
+namespace frugal {
+
+enum class Kernels { Auto, Aten, Frugal };
+
+// "auto" | "aten" | "frugal"; throws frugal::Error naming the key otherwise.
+Kernels parse_kernels(const std::string& name, const std::string& key);
+const char* kernels_name(Kernels kernels);
+
+// frugal's kernels take CPU tensors of float32 or bfloat16.
+bool frugal_kernels_take(const at::Tensor& t);
+
+}  // namespace frugal

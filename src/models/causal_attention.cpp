@@ -1,0 +1,190 @@
+#include "frugal/models/causal_attention.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/scaled_dot_product_attention.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cmath>
+
+#include "../optim/cpu_isa.h"
+#include "causal_attention_isa.h"
+#include "frugal/util/error.h"
+
+namespace frugal {
+namespace {
+
+struct IsaKernels {
+  void (*forward)(const attention_isa::Pair<float>&, float*);
+  void (*forward_bf16)(const attention_isa::Pair<c10::BFloat16>&, float*);
+  void (*backward)(const attention_isa::Pair<float>&, float*);
+  void (*backward_bf16)(const attention_isa::Pair<c10::BFloat16>&, float*);
+};
+
+const IsaKernels& isa_kernels() {
+  using namespace attention_isa;
+  static const IsaKernels k = []() -> IsaKernels {
+    switch (best_cpu_isa()) {
+      case CpuIsa::Avx512:
+        return {&forward_AVX512, &forward_bf16_AVX512, &backward_AVX512, &backward_bf16_AVX512};
+      case CpuIsa::Avx2:
+        return {&forward_AVX2, &forward_bf16_AVX2, &backward_AVX2, &backward_bf16_AVX2};
+      case CpuIsa::Default:
+        break;
+    }
+    return {&forward_DEFAULT, &forward_bf16_DEFAULT, &backward_DEFAULT, &backward_bf16_DEFAULT};
+  }();
+  return k;
+}
+
+struct Dims {
+  int64_t B, T, C, H, D;
+};
+
+Dims dims_of(const at::Tensor& qkv, int64_t n_head) {
+  const int64_t C = qkv.size(2) / 3;
+  return {qkv.size(0), qkv.size(1), C, n_head, C / n_head};
+}
+
+// One pair's pointers: head h of batch b is a column slice of the packed tensors.
+template <typename scalar_t>
+attention_isa::Pair<scalar_t> pair_of(const Dims& d, int64_t pair, const scalar_t* qkv,
+                                      scalar_t* o, const scalar_t* d_o, float* lse,
+                                      scalar_t* dqkv) {
+  const int64_t b = pair / d.H, h = pair % d.H;
+  const scalar_t* q = qkv + b * d.T * 3 * d.C + h * d.D;
+  attention_isa::Pair<scalar_t> p{};
+  p.q = q;
+  p.k = q + d.C;
+  p.v = q + 2 * d.C;
+  p.ld_qkv = 3 * d.C;
+  p.o = o + b * d.T * d.C + h * d.D;
+  p.d_o = d_o ? d_o + b * d.T * d.C + h * d.D : nullptr;
+  p.ld_o = d.C;
+  p.lse = lse + pair * d.T;
+  if (dqkv) {
+    scalar_t* dq = dqkv + b * d.T * 3 * d.C + h * d.D;
+    p.dq = dq;
+    p.dk = dq + d.C;
+    p.dv = dq + 2 * d.C;
+  }
+  p.T = d.T;
+  p.D = d.D;
+  p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.D)));
+  return p;
+}
+
+// Runs fn(pair, workspace) over all (batch, head) pairs, one pair per task; each thread's
+// workspace comes from the CPU allocator, so memory accounting sees it.
+template <typename Fn>
+void for_each_pair(const Dims& d, int64_t workspace_floats, const Fn& fn) {
+  at::parallel_for(0, d.B * d.H, 1, [&](int64_t begin, int64_t end) {
+    at::Tensor workspace = at::empty({workspace_floats}, at::TensorOptions().dtype(at::kFloat));
+    for (int64_t pair = begin; pair < end; ++pair) fn(pair, workspace.data_ptr<float>());
+  });
+}
+
+class FrugalAttention : public torch::autograd::Function<FrugalAttention> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& packed,
+                            int64_t n_head) {
+    at::Tensor qkv = packed.contiguous();
+    const Dims d = dims_of(qkv, n_head);
+    at::Tensor out = at::empty({d.B, d.T, d.C}, qkv.options());
+    at::Tensor lse = at::empty({d.B, d.H, d.T}, qkv.options().dtype(at::kFloat));
+    const bool bf16 = qkv.scalar_type() == at::kBFloat16;
+    const int64_t ws = attention_isa::forward_workspace(d.T, d.D, bf16);
+    if (bf16) {
+      using T = c10::BFloat16;
+      for_each_pair(d, ws, [&](int64_t pair, float* w) {
+        isa_kernels().forward_bf16(pair_of<T>(d, pair, qkv.const_data_ptr<T>(), out.data_ptr<T>(),
+                                          nullptr, lse.data_ptr<float>(), nullptr), w);
+      });
+    } else {
+      for_each_pair(d, ws, [&](int64_t pair, float* w) {
+        isa_kernels().forward(pair_of<float>(d, pair, qkv.const_data_ptr<float>(),
+                                         out.data_ptr<float>(), nullptr, lse.data_ptr<float>(),
+                                         nullptr), w);
+      });
+    }
+    ctx->saved_data["n_head"] = n_head;
+    ctx->save_for_backward({qkv, out, lse});
+    return out;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& qkv = saved[0];
+    const at::Tensor& out = saved[1];
+    const at::Tensor& lse = saved[2];
+    const Dims d = dims_of(qkv, ctx->saved_data["n_head"].toInt());
+    at::Tensor d_out = grads[0].to(out.scalar_type()).contiguous();
+    at::Tensor dqkv = at::empty_like(qkv);
+    const bool bf16 = qkv.scalar_type() == at::kBFloat16;
+    const int64_t ws = attention_isa::backward_workspace(d.T, d.D, bf16);
+    if (bf16) {
+      using T = c10::BFloat16;
+      for_each_pair(d, ws, [&](int64_t pair, float* w) {
+        auto p = pair_of<T>(d, pair, qkv.const_data_ptr<T>(), const_cast<T*>(out.const_data_ptr<T>()),
+                            d_out.const_data_ptr<T>(), const_cast<float*>(lse.const_data_ptr<float>()),
+                            dqkv.data_ptr<T>());
+        isa_kernels().backward_bf16(p, w);
+      });
+    } else {
+      for_each_pair(d, ws, [&](int64_t pair, float* w) {
+        auto p = pair_of<float>(d, pair, qkv.const_data_ptr<float>(),
+                                const_cast<float*>(out.const_data_ptr<float>()),
+                                d_out.const_data_ptr<float>(),
+                                const_cast<float*>(lse.const_data_ptr<float>()), dqkv.data_ptr<float>());
+        isa_kernels().backward(p, w);
+      });
+    }
+    return {dqkv, at::Tensor()};
+  }
+};
+
+bool frugal_kernel_applies(const at::Tensor& qkv, double dropout_p) {
+  return frugal_attention_available() && frugal_kernels_take(qkv) && dropout_p == 0.0;
+}
+
+at::Tensor sdpa(const at::Tensor& qkv, int64_t n_head, double dropout_p) {
+  const Dims d = dims_of(qkv, n_head);
+  auto parts = qkv.split(d.C, /*dim=*/2);  // 3 x (B, T, C)
+  auto heads = [&](const at::Tensor& t) {   // (B, T, C) -> (B, nh, T, hs)
+    return t.view({d.B, d.T, d.H, d.D}).transpose(1, 2);
+  };
+  at::Tensor y = at::scaled_dot_product_attention(heads(parts[0]), heads(parts[1]),
+                                                  heads(parts[2]), /*attn_mask=*/{}, dropout_p,
+                                                  /*is_causal=*/true);  // (B, nh, T, hs)
+  return y.transpose(1, 2).contiguous().view({d.B, d.T, d.C});
+}
+
+}  // namespace
+
+bool frugal_attention_available() {
+#ifdef FRUGAL_HAVE_WHEEL_SGEMM
+  return true;
+#else
+  return false;
+#endif
+}
+
+at::Tensor causal_self_attention(const at::Tensor& qkv, int64_t n_head, double dropout_p,
+                                 Kernels kernels) {
+  if (qkv.dim() != 3 || qkv.size(2) % 3 != 0 || (qkv.size(2) / 3) % n_head != 0) {
+    throw Error("causal_self_attention: qkv must be (B, T, 3C) with C divisible by n_head");
+  }
+  const bool frugal = kernels == Kernels::Frugal ||
+                      (kernels == Kernels::Auto && frugal_kernel_applies(qkv, dropout_p));
+  if (!frugal) return sdpa(qkv, n_head, dropout_p);
+  if (!frugal_kernel_applies(qkv, dropout_p)) {
+    throw Error(std::string("model.kernels: frugal's attention runs on CPU with float32 or "
+                            "bfloat16 activations and no attention dropout") +
+                (frugal_attention_available() ? "" : " (not built: no BLAS sgemm in the wheel)") +
+                "; use auto or aten");
+  }
+  return FrugalAttention::apply(qkv, n_head);
+}
+
+}  // namespace frugal

@@ -1,0 +1,28 @@
+#include "frugal/models/kernels.h"
+
+#include "frugal/util/error.h"
+
+namespace frugal {
+
+Kernels parse_kernels(const std::string& name, const std::string& key) {
+  if (name == "auto") return Kernels::Auto;
+  if (name == "aten") return Kernels::Aten;
+  if (name == "frugal") return Kernels::Frugal;
+  throw Error(key + ": unknown kernels '" + name + "' (expected auto, aten or frugal)");
+}
+
+const char* kernels_name(Kernels kernels) {
+  switch (kernels) {
+    case Kernels::Aten: return "aten";
+    case Kernels::Frugal: return "frugal";
+    case Kernels::Auto: break;
+  }
+  return "auto";
+}
+
+bool frugal_kernels_take(const at::Tensor& t) {
+  return t.device().is_cpu() &&
+         (t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16);
+}
+
+}  // namespace frugal

@@ -1,0 +1,116 @@
+// frugal's CPU kernels against ATen's: attention against at::scaled_dot_product_attention
+// (causal) and GELU against at::gelu(tanh), outputs and gradients, fp32 and bf16, odd sizes
+// (sequence not a multiple of the query block, one head, head size and lengths not multiples
+// of the vector width); and the rules of model.kernels.
+#include <ATen/ATen.h>
+#include <catch2/catch.hpp>
+#include <torch/csrc/autograd/autograd.h>
+
+#include "frugal/models/causal_attention.h"
+#include "frugal/models/gelu.h"
+#include "frugal/util/error.h"
+
+using namespace frugal;
+
+namespace {
+
+struct Result {
+  at::Tensor out, grad;
+};
+
+Result run(const at::Tensor& qkv0, int64_t n_head, Kernels kernel, const at::Tensor& g) {
+  at::Tensor qkv = qkv0.detach().clone().requires_grad_(true);
+  at::Tensor out = causal_self_attention(qkv, n_head, 0.0, kernel);
+  out.backward(g);
+  return {out.detach(), qkv.grad()};
+}
+
+double rel_err(const at::Tensor& a, const at::Tensor& b) {
+  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>() /
+         b.to(at::kDouble).abs().max().item<double>();
+}
+
+}  // namespace
+
+TEST_CASE("frugal's CPU attention equals scaled_dot_product_attention", "[unit][models][kernels]") {
+  if (!frugal_attention_available()) { WARN("built without the wheel's BLAS: nothing to compare"); return; }
+  struct Shape { int64_t B, T, H, D; };
+  for (Shape s : {Shape{2, 256, 4, 64}, Shape{3, 77, 1, 24}, Shape{1, 130, 3, 16}, Shape{2, 1, 2, 8}}) {
+    CAPTURE(s.B, s.T, s.H, s.D);
+    at::manual_seed(7);
+    const int64_t C = s.H * s.D;
+    at::Tensor qkv = at::randn({s.B, s.T, 3 * C});
+    at::Tensor g = at::randn({s.B, s.T, C});
+    Result ref = run(qkv, s.H, Kernels::Aten, g);
+    Result got = run(qkv, s.H, Kernels::Frugal, g);
+    CHECK(rel_err(got.out, ref.out) < 1e-5);
+    CHECK(rel_err(got.grad, ref.grad) < 1e-5);
+
+    // bf16 in and out (computed in fp32 inside): against sdpa on the same bf16 inputs in fp32.
+    at::Tensor qkv16 = qkv.to(at::kBFloat16);
+    Result ref16 = run(qkv16.to(at::kFloat), s.H, Kernels::Aten, g.to(at::kBFloat16).to(at::kFloat));
+    Result got16 = run(qkv16, s.H, Kernels::Frugal, g.to(at::kBFloat16));
+    CHECK(got16.out.scalar_type() == at::kBFloat16);
+    CHECK(got16.grad.scalar_type() == at::kBFloat16);
+    CHECK(rel_err(got16.out, ref16.out) < 1e-2);
+    CHECK(rel_err(got16.grad, ref16.grad) < 2e-2);
+  }
+}
+
+TEST_CASE("frugal's CPU attention does not depend on the thread count", "[unit][models][kernels]") {
+  if (!frugal_attention_available()) { WARN("built without the wheel's BLAS: nothing to compare"); return; }
+  at::manual_seed(3);
+  at::Tensor qkv = at::randn({2, 100, 3 * 32});
+  at::Tensor g = at::randn({2, 100, 32});
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  Result one = run(qkv, 2, Kernels::Frugal, g);
+  at::set_num_threads(2);
+  Result two = run(qkv, 2, Kernels::Frugal, g);
+  at::set_num_threads(threads);
+  CHECK(at::equal(one.out, two.out));
+  CHECK(at::equal(one.grad, two.grad));
+}
+
+TEST_CASE("frugal's GELU equals at::gelu(tanh), values and gradients", "[unit][models][kernels]") {
+  for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{1000}, int64_t{70001}}) {
+    CAPTURE(n);
+    at::manual_seed(5);
+    at::Tensor x0 = at::randn({n}) * 3;
+    at::Tensor g = at::randn({n});
+    for (at::ScalarType dt : {at::kFloat, at::kBFloat16}) {
+      CAPTURE(dt);
+      at::Tensor xa = x0.to(dt).clone().requires_grad_(true);
+      at::Tensor xf = x0.to(dt).clone().requires_grad_(true);
+      at::Tensor ya = at::gelu(xa, "tanh");
+      at::Tensor yf = gelu_tanh(xf, Kernels::Frugal);
+      ya.backward(g.to(dt));
+      yf.backward(g.to(dt));
+      CHECK(yf.scalar_type() == dt);
+      const double tol = dt == at::kFloat ? 1e-6 : 1e-2;
+      CHECK(rel_err(yf.detach(), ya.detach()) < tol);
+      CHECK(rel_err(xf.grad(), xa.grad()) < tol);
+    }
+  }
+}
+
+TEST_CASE("model.kernels: auto falls back to ATen, frugal refuses what it cannot do",
+          "[unit][models][kernels]") {
+  CHECK(parse_kernels("frugal", "model.kernels") == Kernels::Frugal);
+  CHECK(parse_kernels("aten", "model.kernels") == Kernels::Aten);
+  CHECK(parse_kernels("auto", "model.kernels") == Kernels::Auto);
+  CHECK_THROWS_WITH(parse_kernels("flash", "model.kernels"),
+                    Catch::Contains("model.kernels") && Catch::Contains("auto, aten or frugal"));
+  CHECK_THROWS_WITH(gelu_tanh(at::randn({4}).to(at::kDouble), Kernels::Frugal),
+                    Catch::Contains("float32 or bfloat16"));
+  CHECK(at::equal(gelu_tanh(at::ones({3}).to(at::kDouble)), at::gelu(at::ones({3}).to(at::kDouble), "tanh")));
+  at::Tensor qkv = at::randn({1, 8, 3 * 8});
+  // Dropout on the probabilities: only sdpa has it, so auto takes sdpa and frugal refuses.
+  CHECK_NOTHROW(causal_self_attention(qkv, 2, 0.1, Kernels::Auto));
+  CHECK_THROWS_WITH(causal_self_attention(qkv, 2, 0.1, Kernels::Frugal),
+                    Catch::Contains("no attention dropout"));
+  CHECK_THROWS_WITH(causal_self_attention(qkv.to(at::kHalf), 2, 0.0, Kernels::Frugal),
+                    Catch::Contains("float32 or bfloat16"));
+  CHECK_THROWS_WITH(causal_self_attention(at::randn({1, 8, 10}), 2, 0.0, Kernels::Auto),
+                    Catch::Contains("(B, T, 3C)"));
+}
