@@ -114,6 +114,7 @@ class FrugalAttention : public torch::autograd::Function<FrugalAttention> {
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
+    refuse_double_backward("attention");
     const auto saved = ctx->get_saved_variables();
     const at::Tensor& qkv = saved[0];
     const at::Tensor& out = saved[1];

@@ -58,6 +58,7 @@ class FrugalGelu : public torch::autograd::Function<FrugalGelu> {
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
+    refuse_double_backward("GELU");
     return {at::mul(grads[0], ctx->get_saved_variables()[0])};
   }
 };

@@ -1,5 +1,7 @@
 #include "frugal/models/kernels.h"
 
+#include <ATen/core/grad_mode.h>
+
 #include "frugal/util/error.h"
 
 namespace frugal {
@@ -23,6 +25,13 @@ const char* kernels_name(Kernels kernels) {
 bool frugal_kernels_take(const at::Tensor& t) {
   return t.device().is_cpu() &&
          (t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16);
+}
+
+void refuse_double_backward(const char* op) {
+  if (at::GradMode::is_enabled()) {
+    throw Error(std::string("frugal's ") + op + " kernel has no second derivative (backward "
+                "with create_graph); use model.kernels: aten");
+  }
 }
 
 }  // namespace frugal

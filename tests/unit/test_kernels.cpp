@@ -104,6 +104,12 @@ TEST_CASE("model.kernels: auto falls back to ATen, frugal refuses what it cannot
   CHECK_THROWS_WITH(gelu_tanh(at::randn({4}).to(at::kDouble), Kernels::Frugal),
                     Catch::Contains("float32 or bfloat16"));
   CHECK(at::equal(gelu_tanh(at::ones({3}).to(at::kDouble)), at::gelu(at::ones({3}).to(at::kDouble), "tanh")));
+  // Gradients of gradients would silently miss terms: refused.
+  at::Tensor x = at::randn({5}).requires_grad_(true);
+  at::Tensor y = gelu_tanh(x, Kernels::Frugal).sum();
+  CHECK_THROWS_WITH(torch::autograd::grad({y}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true),
+                    Catch::Contains("no second derivative"));
+  CHECK_NOTHROW(torch::autograd::grad({y}, {x}));
   at::Tensor qkv = at::randn({1, 8, 3 * 8});
   // Dropout on the probabilities: only sdpa has it, so auto takes sdpa and frugal refuses.
   CHECK_NOTHROW(causal_self_attention(qkv, 2, 0.1, Kernels::Auto));

@@ -20,4 +20,8 @@ const char* kernels_name(Kernels kernels);
 // frugal's kernels take CPU tensors of float32 or bfloat16.
 bool frugal_kernels_take(const at::Tensor& t);
 
+// Called first in the kernels' backward: their gradients carry no graph of their own, so a
+// backward with create_graph (gradients of gradients) would silently miss terms. Throws.
+void refuse_double_backward(const char* op);
+
 }  // namespace frugal
