@@ -9,7 +9,6 @@
 #include <cmath>
 
 #include "frugal/models/causal_attention.h"
-#include "frugal/models/gelu.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
@@ -58,7 +57,7 @@ at::Tensor CausalSelfAttention::forward_impl(const at::Tensor& x) {
   return resid_drop->forward(linear(proj, y));
 }
 
-GptMlp::GptMlp(const GptOptions& o) : kernels_(o.kernels) {
+GptMlp::GptMlp(const GptOptions& o) {
   fc = register_module("fc",
                        torch::nn::Linear(torch::nn::LinearOptions(o.n_embd, 4 * o.n_embd).bias(o.bias)));
   proj = register_module("proj",
@@ -68,7 +67,7 @@ GptMlp::GptMlp(const GptOptions& o) : kernels_(o.kernels) {
 
 at::Tensor GptMlp::forward_impl(const at::Tensor& x) {
   // tanh-approximated GELU, as GPT-2 used.
-  return drop->forward(linear(proj, gelu_tanh(linear(fc, x), kernels_)));
+  return drop->forward(linear(proj, at::gelu(linear(fc, x), "tanh")));
 }
 
 GptBlock::GptBlock(const GptOptions& o) {

@@ -140,7 +140,7 @@ TEST_CASE("user models register by name", "[unit][models]") {
   }
 }
 
-TEST_CASE("GPT with frugal's CPU kernels matches ATen's kernels, fp32 and bf16 autocast",
+TEST_CASE("GPT with frugal's CPU attention matches ATen's kernels, fp32 and bf16 autocast",
           "[unit][models][kernels]") {
   for (bool bf16 : {false, true}) {
     CAPTURE(bf16);

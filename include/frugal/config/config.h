@@ -33,7 +33,7 @@ struct ModelConfig {
   int64_t n_embd = 128;
   double dropout = 0.0;
   bool bias = true;
-  // Kernels of attention and GELU: auto (frugal's CPU kernels where they apply, else ATen's)
+  // Kernels of attention: auto (frugal's CPU kernel where it applies, else ATen's)
   // | aten | frugal; see frugal/models/kernels.h.
   std::string kernels = "auto";
   // mlp

@@ -27,7 +27,7 @@ struct GptOptions {
   int64_t n_embd = 128;
   double dropout = 0.0;
   bool bias = true;
-  Kernels kernels = Kernels::Auto;  // attention and GELU (frugal/models/kernels.h)
+  Kernels kernels = Kernels::Auto;  // attention (frugal/models/kernels.h)
 
   static GptOptions from(const ModelConfig& cfg);
   // For models built in code: the sizes in one call.
@@ -64,9 +64,6 @@ class GptMlp : public Unit {
 
  protected:
   at::Tensor forward_impl(const at::Tensor& x) override;  // (B, T, C) -> (B, T, C)
-
- private:
-  Kernels kernels_;
 };
 
 class GptBlock : public Unit {

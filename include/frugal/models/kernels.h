@@ -1,7 +1,8 @@
-// Which kernels the built-in models' hot operations use (model.kernels in YAML):
-//   aten   ATen's own operators (at::scaled_dot_product_attention, at::gelu): CUDA and CPU,
-//          every dtype, attention dropout;
-//   frugal frugal's CPU kernels (causal_attention.h, gelu.h): fp32 / bf16 on CPU only;
+// Which kernels the built-in models' hot operations use (model.kernels in YAML; today the
+// GPT's attention):
+//   aten   ATen's own operators (at::scaled_dot_product_attention): CUDA and CPU, every
+//          dtype, attention dropout;
+//   frugal frugal's CPU kernels (causal_attention.h): fp32 / bf16 on CPU only;
 //   auto   frugal's where they apply, ATen's elsewhere (the default).
 #pragma once
 
