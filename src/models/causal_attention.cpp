@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "../optim/cpu_isa.h"
 #include "causal_attention_isa.h"
@@ -84,6 +85,37 @@ void for_each_pair(const Dims& d, int64_t workspace_floats, const Fn& fn) {
   });
 }
 
+template <typename T>
+using PairKernel = void (*)(const attention_isa::Pair<T>&, float*);
+
+template <typename T>
+void run_forward(const Dims& d, const at::Tensor& qkv, at::Tensor& out, at::Tensor& lse,
+                 PairKernel<T> kernel) {
+  const int64_t ws = attention_isa::forward_workspace(d.T, d.D, std::is_same_v<T, c10::BFloat16>);
+  for_each_pair(d, ws, [&](int64_t pair, float* w) {
+    kernel(pair_of<T>(d, pair, qkv.const_data_ptr<T>(), out.data_ptr<T>(), nullptr,
+                      lse.data_ptr<float>(), nullptr),
+           w);
+  });
+}
+
+template <typename T>
+void run_backward(const Dims& d, const at::Tensor& qkv, const at::Tensor& out,
+                  const at::Tensor& d_out, const at::Tensor& lse, at::Tensor& dqkv,
+                  PairKernel<T> kernel) {
+  const int64_t ws =
+      attention_isa::backward_workspace(d.T, d.D, std::is_same_v<T, c10::BFloat16>);
+  // The pair struct is shared with forward, whose output is written: in backward o and lse
+  // are only read.
+  T* o = const_cast<T*>(out.const_data_ptr<T>());
+  float* l = const_cast<float*>(lse.const_data_ptr<float>());
+  for_each_pair(d, ws, [&](int64_t pair, float* w) {
+    kernel(pair_of<T>(d, pair, qkv.const_data_ptr<T>(), o, d_out.const_data_ptr<T>(), l,
+                      dqkv.data_ptr<T>()),
+           w);
+  });
+}
+
 class FrugalAttention : public torch::autograd::Function<FrugalAttention> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& packed,
@@ -92,20 +124,10 @@ class FrugalAttention : public torch::autograd::Function<FrugalAttention> {
     const Dims d = dims_of(qkv, n_head);
     at::Tensor out = at::empty({d.B, d.T, d.C}, qkv.options());
     at::Tensor lse = at::empty({d.B, d.H, d.T}, qkv.options().dtype(at::kFloat));
-    const bool bf16 = qkv.scalar_type() == at::kBFloat16;
-    const int64_t ws = attention_isa::forward_workspace(d.T, d.D, bf16);
-    if (bf16) {
-      using T = c10::BFloat16;
-      for_each_pair(d, ws, [&](int64_t pair, float* w) {
-        isa_kernels().forward_bf16(pair_of<T>(d, pair, qkv.const_data_ptr<T>(), out.data_ptr<T>(),
-                                          nullptr, lse.data_ptr<float>(), nullptr), w);
-      });
+    if (qkv.scalar_type() == at::kBFloat16) {
+      run_forward<c10::BFloat16>(d, qkv, out, lse, isa_kernels().forward_bf16);
     } else {
-      for_each_pair(d, ws, [&](int64_t pair, float* w) {
-        isa_kernels().forward(pair_of<float>(d, pair, qkv.const_data_ptr<float>(),
-                                         out.data_ptr<float>(), nullptr, lse.data_ptr<float>(),
-                                         nullptr), w);
-      });
+      run_forward<float>(d, qkv, out, lse, isa_kernels().forward);
     }
     ctx->saved_data["n_head"] = n_head;
     ctx->save_for_backward({qkv, out, lse});
@@ -122,24 +144,10 @@ class FrugalAttention : public torch::autograd::Function<FrugalAttention> {
     const Dims d = dims_of(qkv, ctx->saved_data["n_head"].toInt());
     at::Tensor d_out = grads[0].to(out.scalar_type()).contiguous();
     at::Tensor dqkv = at::empty_like(qkv);
-    const bool bf16 = qkv.scalar_type() == at::kBFloat16;
-    const int64_t ws = attention_isa::backward_workspace(d.T, d.D, bf16);
-    if (bf16) {
-      using T = c10::BFloat16;
-      for_each_pair(d, ws, [&](int64_t pair, float* w) {
-        auto p = pair_of<T>(d, pair, qkv.const_data_ptr<T>(), const_cast<T*>(out.const_data_ptr<T>()),
-                            d_out.const_data_ptr<T>(), const_cast<float*>(lse.const_data_ptr<float>()),
-                            dqkv.data_ptr<T>());
-        isa_kernels().backward_bf16(p, w);
-      });
+    if (qkv.scalar_type() == at::kBFloat16) {
+      run_backward<c10::BFloat16>(d, qkv, out, d_out, lse, dqkv, isa_kernels().backward_bf16);
     } else {
-      for_each_pair(d, ws, [&](int64_t pair, float* w) {
-        auto p = pair_of<float>(d, pair, qkv.const_data_ptr<float>(),
-                                const_cast<float*>(out.const_data_ptr<float>()),
-                                d_out.const_data_ptr<float>(),
-                                const_cast<float*>(lse.const_data_ptr<float>()), dqkv.data_ptr<float>());
-        isa_kernels().backward(p, w);
-      });
+      run_backward<float>(d, qkv, out, d_out, lse, dqkv, isa_kernels().backward);
     }
     return {dqkv, at::Tensor()};
   }

@@ -30,10 +30,15 @@ double rel_err(const at::Tensor& a, const at::Tensor& b) {
 
 }  // namespace
 
-TEST_CASE("frugal's CPU attention equals scaled_dot_product_attention", "[unit][models][kernels]") {
-  if (!frugal_attention_available()) { WARN("built without the wheel's BLAS: nothing to compare"); return; }
+TEST_CASE("frugal's CPU attention equals scaled_dot_product_attention",
+          "[unit][models][kernels]") {
+  if (!frugal_attention_available()) {
+    WARN("built without the wheel's BLAS: nothing to compare");
+    return;
+  }
   struct Shape { int64_t B, T, H, D; };
-  for (Shape s : {Shape{2, 256, 4, 64}, Shape{3, 77, 1, 24}, Shape{1, 130, 3, 16}, Shape{2, 1, 2, 8}}) {
+  for (Shape s :
+       {Shape{2, 256, 4, 64}, Shape{3, 77, 1, 24}, Shape{1, 130, 3, 16}, Shape{2, 1, 2, 8}}) {
     CAPTURE(s.B, s.T, s.H, s.D);
     at::manual_seed(7);
     const int64_t C = s.H * s.D;
@@ -46,8 +51,9 @@ TEST_CASE("frugal's CPU attention equals scaled_dot_product_attention", "[unit][
 
     // bf16 in and out (computed in fp32 inside): against sdpa on the same bf16 inputs in fp32.
     at::Tensor qkv16 = qkv.to(at::kBFloat16);
-    Result ref16 = run(qkv16.to(at::kFloat), s.H, Kernels::Aten, g.to(at::kBFloat16).to(at::kFloat));
-    Result got16 = run(qkv16, s.H, Kernels::Frugal, g.to(at::kBFloat16));
+    at::Tensor g16 = g.to(at::kBFloat16);
+    Result ref16 = run(qkv16.to(at::kFloat), s.H, Kernels::Aten, g16.to(at::kFloat));
+    Result got16 = run(qkv16, s.H, Kernels::Frugal, g16);
     CHECK(got16.out.scalar_type() == at::kBFloat16);
     CHECK(got16.grad.scalar_type() == at::kBFloat16);
     CHECK(rel_err(got16.out, ref16.out) < 1e-2);
@@ -55,8 +61,12 @@ TEST_CASE("frugal's CPU attention equals scaled_dot_product_attention", "[unit][
   }
 }
 
-TEST_CASE("frugal's CPU attention does not depend on the thread count", "[unit][models][kernels]") {
-  if (!frugal_attention_available()) { WARN("built without the wheel's BLAS: nothing to compare"); return; }
+TEST_CASE("frugal's CPU attention does not depend on the thread count",
+          "[unit][models][kernels]") {
+  if (!frugal_attention_available()) {
+    WARN("built without the wheel's BLAS: nothing to compare");
+    return;
+  }
   at::manual_seed(3);
   at::Tensor qkv = at::randn({2, 100, 3 * 32});
   at::Tensor g = at::randn({2, 100, 32});
@@ -80,8 +90,9 @@ TEST_CASE("model.kernels: auto falls back to ATen, frugal refuses what it cannot
   // Gradients of gradients would silently miss terms: refused.
   at::Tensor x = at::randn({1, 8, 3 * 8}).requires_grad_(true);
   at::Tensor y = causal_self_attention(x, 2, 0.0, Kernels::Frugal).sum();
-  CHECK_THROWS_WITH(torch::autograd::grad({y}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true),
-                    Catch::Contains("no second derivative"));
+  CHECK_THROWS_WITH(
+      torch::autograd::grad({y}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true),
+      Catch::Contains("no second derivative"));
   CHECK_NOTHROW(torch::autograd::grad({y}, {x}));
   at::Tensor qkv = at::randn({1, 8, 3 * 8});
   // Dropout on the probabilities: only ATen's kernel has it, so auto takes it and frugal refuses.
