@@ -136,6 +136,44 @@ void narrow(const float* src, c10::BFloat16* dst, int64_t ld, int64_t T, int64_t
   for (int64_t i = 0; i < T; ++i) at::vec::convert(src + i * D, dst + i * ld, D);
 }
 
+// The fp32 pair a bf16 pair is computed as: T x D tiles laid out one after another from
+// `tiles` (the workspace sizes in causal_attention_isa.h count them): q, k, v widened from p
+// and o (written by forward); for backward also o and d_o widened from p, and dq, dk, dv.
+Pair<float> widened(const Pair<c10::BFloat16>& p, float* tiles, bool backward) {
+  const int64_t T = p.T, D = p.D;
+  auto next = [&] {
+    float* tile = tiles;
+    tiles += T * D;
+    return tile;
+  };
+  Pair<float> f{};
+  float* q = next();
+  float* k = next();
+  float* v = next();
+  widen(p.q, p.ld_qkv, q, T, D);
+  widen(p.k, p.ld_qkv, k, T, D);
+  widen(p.v, p.ld_qkv, v, T, D);
+  f.q = q;
+  f.k = k;
+  f.v = v;
+  f.o = next();
+  f.ld_qkv = f.ld_o = D;
+  f.lse = p.lse;
+  f.T = T;
+  f.D = D;
+  f.scale = p.scale;
+  if (backward) {
+    float* d_o = next();
+    widen(p.o, p.ld_o, f.o, T, D);
+    widen(p.d_o, p.ld_o, d_o, T, D);
+    f.d_o = d_o;
+    f.dq = next();
+    f.dk = next();
+    f.dv = next();
+  }
+  return f;
+}
+
 }  // namespace
 
 void FRUGAL_CONCAT(forward, CPU_CAPABILITY)(const Pair<float>& p, float* workspace) {
@@ -143,17 +181,9 @@ void FRUGAL_CONCAT(forward, CPU_CAPABILITY)(const Pair<float>& p, float* workspa
 }
 
 void FRUGAL_CONCAT(forward_bf16, CPU_CAPABILITY)(const Pair<c10::BFloat16>& p, float* workspace) {
-  const int64_t T = p.T, D = p.D, tile = T * D;
-  float* q = workspace + kBlock * T;
-  float* k = q + tile;
-  float* v = k + tile;
-  float* o = v + tile;
-  widen(p.q, p.ld_qkv, q, T, D);
-  widen(p.k, p.ld_qkv, k, T, D);
-  widen(p.v, p.ld_qkv, v, T, D);
-  Pair<float> f{q, k, v, D, o, nullptr, D, p.lse, nullptr, nullptr, nullptr, T, D, p.scale};
+  const Pair<float> f = widened(p, workspace + kBlock * p.T, /*backward=*/false);
   forward_fp32(f, workspace);
-  narrow(o, p.o, p.ld_o, T, D);
+  narrow(f.o, p.o, p.ld_o, p.T, p.D);
 }
 
 void FRUGAL_CONCAT(backward, CPU_CAPABILITY)(const Pair<float>& p, float* workspace) {
@@ -161,25 +191,11 @@ void FRUGAL_CONCAT(backward, CPU_CAPABILITY)(const Pair<float>& p, float* worksp
 }
 
 void FRUGAL_CONCAT(backward_bf16, CPU_CAPABILITY)(const Pair<c10::BFloat16>& p, float* workspace) {
-  const int64_t T = p.T, D = p.D, tile = T * D;
-  float* q = workspace + 2 * kBlock * T + T;
-  float* k = q + tile;
-  float* v = k + tile;
-  float* o = v + tile;
-  float* d_o = o + tile;
-  float* dq = d_o + tile;
-  float* dk = dq + tile;
-  float* dv = dk + tile;
-  widen(p.q, p.ld_qkv, q, T, D);
-  widen(p.k, p.ld_qkv, k, T, D);
-  widen(p.v, p.ld_qkv, v, T, D);
-  widen(p.o, p.ld_o, o, T, D);
-  widen(p.d_o, p.ld_o, d_o, T, D);
-  Pair<float> f{q, k, v, D, o, d_o, D, p.lse, dq, dk, dv, T, D, p.scale};
+  const Pair<float> f = widened(p, workspace + 2 * kBlock * p.T + p.T, /*backward=*/true);
   backward_fp32(f, workspace);
-  narrow(dq, p.dq, p.ld_qkv, T, D);
-  narrow(dk, p.dk, p.ld_qkv, T, D);
-  narrow(dv, p.dv, p.ld_qkv, T, D);
+  narrow(f.dq, p.dq, p.ld_qkv, p.T, p.D);
+  narrow(f.dk, p.dk, p.ld_qkv, p.T, p.D);
+  narrow(f.dv, p.dv, p.ld_qkv, p.T, p.D);
 }
 
 }  // namespace frugal::attention_isa
