@@ -14,8 +14,9 @@ say() { printf '[bootstrap] %s\n' "$*"; }
 
 # --- Debian packages -------------------------------------------------------------------------
 # (chromium: the test that renders `frugal report`'s page headless)
+# (patchelf: tools/gpu/bundle.sh, the GPU bundle, built and checked by the test suite)
 debs=(
-  g++ cmake ninja-build ccache pkg-config python3-venv
+  g++ cmake ninja-build ccache pkg-config python3-venv patchelf
   libyaml-cpp-dev libspdlog-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev libgloo-dev
   libopenmpi-dev openmpi-bin
   fortunes fortunes-min

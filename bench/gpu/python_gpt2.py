@@ -1,6 +1,7 @@
 """Python PyTorch side of the GPU benchmark: the same GPT (bench/python/frugal_models.py, same
 parameter names), loaded from frugal's exported .pt, trained with torch.autocast(bf16), fused
-AdamW, clipping to 1.0, and optionally torch.utils.checkpoint on every block. Also measures the
+AdamW, clipping to 1.0, and optionally torch.utils.checkpoint on every block (POLICY full) or torch.compile
+(POLICY compile). Also measures the
 GPU's bf16 matmul rate, the denominator of MFU. Needs only torch (the GPU machine has no PyYAML).
 
 Usage: python_gpt2.py MODEL_JSON WEIGHTS.pt POLICY STEPS BATCH
@@ -38,7 +39,10 @@ def main(model_json, weights, policy, steps, batch):
     model = Gpt(c)
     model.load_state_dict(torch.load(weights, map_location="cpu"))
     model.cuda()
-    apply_checkpointing(model, policy)
+    if policy == "compile":
+        model = torch.compile(model)
+    else:
+        apply_checkpointing(model, policy)
     opt = torch.optim.AdamW(decay_groups(model, 0.1), lr=6e-4, fused=True)
     T, V = c["block_size"], c["vocab_size"]
     times = []

@@ -6,7 +6,7 @@
 #include <torch/autograd.h>
 
 #include "frugal/util/error.h"
-#include "offload_stream.h"
+#include "frugal/strategy/offload_stream.h"
 
 namespace frugal {
 

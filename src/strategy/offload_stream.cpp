@@ -1,4 +1,4 @@
-#include "offload_stream.h"
+#include "frugal/strategy/offload_stream.h"
 
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAEvent.h>
@@ -9,57 +9,91 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <mutex>
+
 namespace frugal::offload_stream {
+namespace {
+
+std::atomic<int64_t> next_marker{1};
+std::mutex trace_mutex;
+std::atomic<std::vector<TraceEvent>*> trace_sink{nullptr};
+
+void trace(TraceEvent::Kind kind, int64_t marker, int64_t after = 0, bool wait_host = false) {
+  if (trace_sink.load(std::memory_order_acquire) == nullptr) return;
+  std::lock_guard<std::mutex> lock(trace_mutex);
+  if (auto* sink = trace_sink.load()) {
+    sink->push_back({kind, marker, after, wait_host, std::this_thread::get_id()});
+  }
+}
+
+}  // namespace
 
 struct Marker {
-  at::cuda::CUDAEvent event;
+  int64_t id = next_marker.fetch_add(1);
+  at::cuda::CUDAEvent event;  // created on its first record: never on the CPU
 };
 
+int64_t marker_id(const std::shared_ptr<Marker>& marker) { return marker ? marker->id : 0; }
+
+void record_trace(std::vector<TraceEvent>* sink) {
+  std::lock_guard<std::mutex> lock(trace_mutex);
+  trace_sink.store(sink, std::memory_order_release);
+}
+
 std::shared_ptr<Marker> mark(c10::Device device) {
-  if (!device.is_cuda()) return nullptr;
   auto marker = std::make_shared<Marker>();
-  marker->event.record(c10::cuda::getCurrentCUDAStream(device.index()));
+  if (device.is_cuda()) marker->event.record(c10::cuda::getCurrentCUDAStream(device.index()));
+  trace(TraceEvent::kMark, marker->id);
   return marker;
 }
 
 std::shared_ptr<Marker> on_side_stream(c10::Device device, const std::shared_ptr<Marker>& after,
                                        const std::function<void()>& copies, bool wait_host) {
+  auto done = std::make_shared<Marker>();
   if (!device.is_cuda()) {
     copies();
-    return nullptr;
+  } else {
+    // One side stream per device from the pool, kept for the process.
+    static thread_local c10::cuda::CUDAStream side =
+        c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
+    if (side.device_index() != device.index()) {
+      side = c10::cuda::getStreamFromPool(false, device.index());
+    }
+    if (after) after->event.block(side);
+    {
+      c10::cuda::CUDAStreamGuard guard(side);
+      copies();
+    }
+    done->event.record(side);
+    if (wait_host) done->event.synchronize();
   }
-  // One side stream per device from the pool, kept for the process.
-  static thread_local c10::cuda::CUDAStream side =
-      c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
-  if (side.device_index() != device.index()) {
-    side = c10::cuda::getStreamFromPool(false, device.index());
-  }
-  if (after) after->event.block(side);
-  {
-    c10::cuda::CUDAStreamGuard guard(side);
-    copies();
-  }
-  auto done = std::make_shared<Marker>();
-  done->event.record(side);
-  if (wait_host) done->event.synchronize();
+  trace(TraceEvent::kSideStream, done->id, marker_id(after), wait_host);
   return done;
 }
 
 void wait_on_current(c10::Device device, const std::shared_ptr<Marker>& marker) {
-  if (!device.is_cuda() || !marker) return;
-  marker->event.block(c10::cuda::getCurrentCUDAStream(device.index()));
+  if (!marker) return;
+  if (device.is_cuda()) marker->event.block(c10::cuda::getCurrentCUDAStream(device.index()));
+  trace(TraceEvent::kWait, marker->id);
+}
+
+PageSpan page_span(uintptr_t address, int64_t bytes, int64_t page_size) {
+  PageSpan span;
+  span.skip = static_cast<int64_t>((page_size - address % page_size) % page_size);
+  span.locked = (bytes + page_size - 1) / page_size * page_size;
+  return span;
 }
 
 at::Tensor page_locked_bytes(int64_t bytes) {
-  // Whole pages of an allocation of our own: a locked page must not be shared with memory
-  // that someone else may lock (or free) separately.
   const int64_t page = sysconf(_SC_PAGESIZE);
-  const int64_t locked = (bytes + page - 1) / page * page;
-  at::Tensor backing = at::empty({locked + page}, at::TensorOptions().dtype(at::kByte));
-  const auto address = reinterpret_cast<uintptr_t>(backing.data_ptr());
-  const int64_t skip = static_cast<int64_t>((page - address % page) % page);
-  uint8_t* start = backing.data_ptr<uint8_t>() + skip;
-  C10_CUDA_CHECK(cudaHostRegister(start, static_cast<size_t>(locked), cudaHostRegisterDefault));
+  // One page more than locked, so that the locked range can start on a page boundary.
+  const int64_t room = (bytes + page - 1) / page * page + page;
+  at::Tensor backing = at::empty({room}, at::TensorOptions().dtype(at::kByte));
+  const PageSpan span =
+      page_span(reinterpret_cast<uintptr_t>(backing.data_ptr()), bytes, page);
+  uint8_t* start = backing.data_ptr<uint8_t>() + span.skip;
+  C10_CUDA_CHECK(cudaHostRegister(start, static_cast<size_t>(span.locked), cudaHostRegisterDefault));
   return at::from_blob(
       start, {bytes},
       [backing](void* p) {

@@ -1,7 +1,7 @@
 // The CUDA path of the memory strategies: fp16-mixed with the GradScaler, bf16-mixed, CUDA
 // memory statistics and a whole `frugal train` run on the GPU. Tagged [cuda]; on a machine
-// without CUDA each case says so and passes, and tools/gpu/check.sh runs them on the GPU
-// machine. (Checkpointing's CUDA case lives with the other checkpointing tests.)
+// without CUDA each case is reported as skipped (support/skip.h), and tools/gpu/check.sh runs
+// them on the GPU machine. (Checkpointing's CUDA case lives with the other checkpointing tests.)
 #include <ATen/ATen.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -19,6 +19,7 @@
 #include "frugal/strategy/grad_scaler.h"
 #include "frugal/train/trainer.h"
 #include "support/helpers.h"
+#include "support/skip.h"
 
 using namespace frugal;
 
@@ -38,11 +39,7 @@ TEST_CASE("run.device resolves against what the process sees", "[integration][cu
 
 namespace {
 
-bool no_cuda() {
-  if (at::hasCUDA()) return false;
-  SUCCEED("no CUDA device: nothing to check here (tools/gpu/check.sh runs this on a GPU)");
-  return true;
-}
+bool no_cuda() { return test::skip_without_cuda(); }
 
 const c10::Device kCuda(c10::kCUDA, 0);
 

@@ -13,6 +13,7 @@
 #include "frugal/io/safetensors.h"
 #include "frugal/io/tensor_io.h"
 #include "frugal/util/error.h"
+#include "support/helpers.h"
 #include "unit/test_io_support.h"
 
 using frugal::io::NamedTensors;
@@ -106,9 +107,9 @@ TEST_CASE("Python reads the .pt, safetensors and checkpoint files C++ writes", "
   io::write_file_atomic(dir / "ckpt.bin", io::save_tensors(named));
   io::write_file_atomic(dir / "expected.json", expected_json(named));
 
-  const std::string script = std::string(FRUGAL_SOURCE_DIR) + "/tests/python/check_export.py";
+  const std::string script = (frugal::test::source_dir() / "tests/python/check_export.py").string();
   auto command = [&](const std::string& expected) {
-    return fmt::format("'{}' '{}' '{}' '{}' '{}' '{}' > '{}' 2>&1", FRUGAL_PYTHON, script,
+    return fmt::format("'{}' '{}' '{}' '{}' '{}' '{}' > '{}' 2>&1", frugal::test::python(), script,
                        (dir / "model.pt").string(), (dir / "model.safetensors").string(),
                        (dir / expected).string(), (dir / "ckpt.bin").string(),
                        (dir / "out.txt").string());
@@ -134,8 +135,8 @@ TEST_CASE("Python reads the .pt, safetensors and checkpoint files C++ writes", "
 
 TEST_CASE("load_tensors reads a dict of tensors saved by Python's torch.save", "[io][python]") {
   TempDir dir;
-  const std::string script = std::string(FRUGAL_SOURCE_DIR) + "/tests/python/write_state_dict.py";
-  std::string command = fmt::format("'{}' '{}' '{}' '{}' > '{}' 2>&1", FRUGAL_PYTHON, script,
+  const std::string script = (frugal::test::source_dir() / "tests/python/write_state_dict.py").string();
+  std::string command = fmt::format("'{}' '{}' '{}' '{}' > '{}' 2>&1", frugal::test::python(), script,
                                     (dir / "plain.pt").string(), (dir / "ordered.pt").string(),
                                     (dir / "out.txt").string());
   int rc = run(command);

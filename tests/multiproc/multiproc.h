@@ -10,7 +10,7 @@
 
 namespace frugal::test {
 
-inline std::string dist_worker() { return std::string(FRUGAL_BINARY_DIR) + "/bin/frugal_dist_worker"; }
+inline std::string dist_worker() { return (binary_dir() / "bin" / "frugal_dist_worker").string(); }
 
 // `frugal launch --nproc-per-node N --master-port 0 ARGS...`
 inline CommandResult launch(int nproc, const std::string& args, int timeout_s = 120,

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -50,9 +51,19 @@ CommandResult run_command(const std::string& command_line, int timeout_s) {
   return r;
 }
 
-std::string frugal_binary() { return std::string(FRUGAL_BINARY_DIR) + "/bin/frugal"; }
-std::string python() { return FRUGAL_PYTHON; }
-fs::path source_dir() { return FRUGAL_SOURCE_DIR; }
+namespace {
+// The folders baked in at build time, unless the environment names others: the GPU bundle's
+// launcher (tools/gpu/bundle.sh) runs this binary far from its build and source trees.
+std::string from_env_or(const char* name, const char* built_in) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : built_in;
+}
+}  // namespace
+
+fs::path binary_dir() { return from_env_or("FRUGAL_TEST_BINARY_DIR", FRUGAL_BINARY_DIR); }
+std::string frugal_binary() { return (binary_dir() / "bin" / "frugal").string(); }
+std::string python() { return from_env_or("FRUGAL_TEST_PYTHON", FRUGAL_PYTHON); }
+fs::path source_dir() { return from_env_or("FRUGAL_TEST_SOURCE_DIR", FRUGAL_SOURCE_DIR); }
 
 void write_text(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());

@@ -29,6 +29,9 @@ struct CommandResult {
 // Runs a shell command line (with a timeout so a hang fails instead of blocking CTest).
 CommandResult run_command(const std::string& command_line, int timeout_s = 600);
 
+// Where the build and the sources are (overridable by FRUGAL_TEST_BINARY_DIR,
+// FRUGAL_TEST_SOURCE_DIR and FRUGAL_TEST_PYTHON, for a relocated bundle).
+std::filesystem::path binary_dir();
 std::string frugal_binary();   // build/bin/frugal
 std::string python();          // the venv's python (with torch and safetensors)
 std::filesystem::path source_dir();

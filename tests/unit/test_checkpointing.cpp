@@ -19,6 +19,7 @@
 #include "frugal/strategy/checkpoint.h"
 #include "frugal/strategy/checkpointing.h"
 #include "frugal/util/error.h"
+#include "support/skip.h"
 
 using namespace frugal;
 
@@ -256,10 +257,7 @@ TEST_CASE("checkpointed blocks under CPU bf16 autocast give the plain gradients"
 
 TEST_CASE("on CUDA, checkpointing replays and restores the device's generator",
           "[checkpointing][cuda]") {
-  if (!at::hasCUDA()) {
-    SUCCEED("no CUDA device: nothing to check");
-    return;
-  }
+  if (test::skip_without_cuda()) return;
   const c10::Device cuda(c10::kCUDA, 0);
   const StepResult plain = run_gpt(policy("none"), 2, false, false, cuda);
   for (const auto& cfg : {policy("full"), policy("selective", 2, {"attn", "mlp"})}) {

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "frugal/config/load.h"
+#include "support/helpers.h"
 #include "unit/test_config_support.h"
 
 using frugal::Config;
@@ -337,7 +338,7 @@ TEST_CASE("config: --set overrides numbers, bools, strings, lists and maps", "[c
 }
 
 TEST_CASE("config: the example configs load", "[config][unit]") {
-  const std::string root = std::string(FRUGAL_SOURCE_DIR) + "/configs/";
+  const std::string root = (frugal::test::source_dir() / "configs").string() + "/";
   const Config gpt = load_config(root + "tiny-gpt.yaml");
   CHECK(gpt.model.type == "gpt");
   CHECK(gpt.model.size == "gpt-tiny");

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# For tools/gpu/check.sh --from-source (the bundle, tools/gpu/bundle.sh, is the usual way).
 # Run HERE (the development machine, which has Debian's registry) before a GPU session: puts
 # what the GPU machine's build needs and cannot download (it has no package registry) into
 # third_party_gpu/ (git-ignored, ~2 MiB; pass it to the device tool as `carry`):

@@ -62,6 +62,9 @@ class OptimizerOffload {
   at::Tensor master_of(const at::Tensor& p) const;
   // Bytes of host memory the masters and their gradients take (optimizer state apart).
   int64_t host_bytes() const;
+  // The one host allocation they live in: each master and gradient at a 64-byte boundary of
+  // it, so at most 63 bytes over host_bytes() per tensor (page-locked as a whole on CUDA).
+  const at::Tensor& host_buffer() const { return host_buffer_; }
 
  private:
   struct Pair {

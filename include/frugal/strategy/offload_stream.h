@@ -1,0 +1,60 @@
+// Optimizer offload's copies on CUDA run on a side stream, so that they overlap the compute
+// stream's work: the side stream starts after a marker recorded on the compute stream where the
+// gradients became final, and the compute stream waits for the copies back before it next uses
+// the parameters. For CPU tensors the copies run inline and the markers carry no CUDA event, but
+// every call is still ordered and numbered the same way, and a test can record that order
+// (record_trace) on a machine without a GPU. Only offload_stream.cpp sees CUDA's stream and
+// event types.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace frugal::offload_stream {
+
+struct Marker;
+
+// An event on `device`'s current stream (on the CPU: a numbered marker without one).
+std::shared_ptr<Marker> mark(c10::Device device);
+// Runs `copies` with `device`'s side stream current, after `after` (when not null); with
+// `wait_host`, blocks until they are done (the host is about to read what they wrote).
+// Returns a marker of their end.
+std::shared_ptr<Marker> on_side_stream(c10::Device device, const std::shared_ptr<Marker>& after,
+                                       const std::function<void()>& copies, bool wait_host);
+// `device`'s current stream waits for `marker` (no-op when null or on the CPU).
+void wait_on_current(c10::Device device, const std::shared_ptr<Marker>& marker);
+
+// Whole pages to lock for `bytes` bytes of an allocation starting at `address`: skip the bytes
+// up to the first page boundary, then lock `locked` bytes (a page-locked range must not share a
+// page with memory someone else may lock or free).
+struct PageSpan {
+  int64_t skip = 0;
+  int64_t locked = 0;
+};
+PageSpan page_span(uintptr_t address, int64_t bytes, int64_t page_size);
+
+// `bytes` bytes of host memory, page-locked (cudaHostRegister) so that copies between it and
+// CUDA devices are asynchronous, as a uint8 tensor that unlocks and frees it with its storage.
+// Exact size: PyTorch's pinned allocator rounds every allocation up to a power of two, up to
+// twice the host memory. The memory comes from the CPU allocator (frugal's tracking counts it).
+at::Tensor page_locked_bytes(int64_t bytes);
+
+// The calls above in the order they happened, for tests (tests/unit/test_offload.cpp).
+struct TraceEvent {
+  enum Kind { kMark, kSideStream, kWait } kind;
+  int64_t marker;  // the marker made (kMark, kSideStream: its end) or waited for (kWait)
+  int64_t after;   // kSideStream: the marker it started after; 0 = none
+  bool wait_host;  // kSideStream: the host waited for it
+  std::thread::id thread;
+};
+// Appends every call to `sink` from now on (nullptr stops); not for concurrent recorders.
+void record_trace(std::vector<TraceEvent>* sink);
+int64_t marker_id(const std::shared_ptr<Marker>& marker);  // 0 for null
+
+}  // namespace frugal::offload_stream
