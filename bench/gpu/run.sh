@@ -81,4 +81,23 @@ ratio = steps["offload"][0] / steps["none"][0]
 print(f"optimizer offload: step time {ratio:.2f}x the device-only step (target <= 1.5x: "
       f"{'met' if ratio <= 1.5 else 'NOT met'}); resident memory {steps['offload'][1] / 2**30:.2f} GiB "
       f"against {steps['none'][1] / 2**30:.2f} GiB")
+
+# The same figures as rows of tools/gpu/check.sh's one table: check | result | frugal |
+# reference | criterion.
+def fig(tok, peak):
+    return f"{tok:,.0f} tok/s, MFU {tok * flops_per_token / peak_rate:.1%}, peak {peak / 2**30:.2f} GiB"
+py = {p: json.load(open(f"{out}/python-{p}.json")) for p in ("none", "full", "compile")}
+with open(f"{out}/bench-rows.md", "w") as rows:
+    for row, ref in (("none", "none"), ("full", "full")):
+        recs = [json.loads(l) for l in open(f"{out}/frugal-{row}.metrics.jsonl") if '"loss"' in l][5:]
+        peak = max(r["mem_allocated_peak_bytes"] for r in recs)
+        reference = f"eager: {fig(py[ref]['tokens_per_s'], py[ref]['peak_bytes'])}" if py[ref] else "eager: did not finish"
+        if row == "none":
+            reference += (f"; torch.compile: {py['compile']['tokens_per_s']:,.0f} tok/s" if py["compile"]
+                          else "; torch.compile: did not finish")
+        rows.write(f"| GPT-2 124M bf16, T {T}, B {batch}, checkpointing {row} | measured | "
+                   f"{fig(batch * T / steps[row][0], peak)} | {reference} | figures |\n")
+    rows.write(f"| GPT-2 124M bf16, optimizer offload | {'pass' if ratio <= 1.5 else 'FAIL'} | "
+               f"step {ratio:.2f}x the device-only step; resident {steps['offload'][1] / 2**30:.2f} GiB | "
+               f"device-only: resident {steps['none'][1] / 2**30:.2f} GiB | step time <= 1.5x |\n")
 PY
