@@ -6,7 +6,6 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <atomic>
-#include <typeinfo>
 
 #include <chrono>
 #include <cmath>
@@ -88,7 +87,7 @@ void Engine::setup(std::shared_ptr<torch::nn::Module> model,
   // Then the optimizer moves to the host (offload.params already keeps its shards there).
   if (offload.optimizer && !offload.params) {
     offload_ = std::make_shared<OptimizerOffload>(*optimizer_, offload.pin_memory);
-    if (typeid(*sharding_) == typeid(Sharding)) watch_gradients_for_pipeline();
+    if (!sharding_->reduces_gradients()) watch_gradients_for_pipeline();
   }
 }
 
@@ -222,7 +221,7 @@ StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
   sharding_->after_optimizer_step(finite || pipelined);
   precision_.update();
   sharding_->zero_grad(*optimizer_);
-  if (offload_) offload_->zero_device_grads(options_.strategy.sharding.mode == "none");
+  if (offload_) offload_->zero_device_grads(/*set_to_none=*/!sharding_->owns_gradient_buffers());
   ++steps_done_;
 
   stats.step = steps_done_;

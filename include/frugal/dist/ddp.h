@@ -37,6 +37,9 @@ class DataParallel final : public Sharding {
   double sum_across_ranks(double v) override;
   void zero_grad(torch::optim::Optimizer& optimizer) override;
   bool is_main() const override { return comm_->is_main(); }
+  // (every trained parameter's gradient is a view into a bucket)
+  bool owns_gradient_buffers() const override { return true; }
+  bool reduces_gradients() const override { return true; }
 
   int64_t bucket_count() const;
   // How many bucket all-reduces were launched from inside backward (the rest, if any, at

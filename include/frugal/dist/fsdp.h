@@ -61,6 +61,9 @@ class FullyShardedDataParallel final : public Sharding {
   void after_optimizer_step(bool stepped) override;
   void zero_grad(torch::optim::Optimizer& optimizer) override;
   bool is_main() const override { return comm_->is_main(); }
+  // (gradients are views into each unit's flat gradient (whole or this rank's shard))
+  bool owns_gradient_buffers() const override { return true; }
+  bool reduces_gradients() const override { return true; }
   void set_full_parameters(bool full) override;
 
   // Sharded checkpoints (dist/sharded_state.h). The layout of this rank's flat buffers; this

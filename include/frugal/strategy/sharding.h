@@ -67,6 +67,14 @@ class Sharding {
   }
   // Whether this process logs and writes shared files (rank 0).
   virtual bool is_main() const { return true; }
+  // What the engine asks instead of comparing names or types:
+  // - whether gradients live in buffers this strategy owns (DDP's buckets, FSDP's flat
+  //   gradients), which must be zeroed in place and never dropped;
+  // - whether gradients are reduced across ranks after backward writes them, so that a
+  //   gradient is final only when the strategy says so (notify_final_gradients), not when
+  //   backward's accumulation of it ends.
+  virtual bool owns_gradient_buffers() const { return false; }
+  virtual bool reduces_gradients() const { return false; }
 
   // Outside the training step (evaluation, generation, saving whole weights): with `true`,
   // every parameter of the model holds its full value until called again with `false`.

@@ -135,16 +135,20 @@ int ddp() {
   require(!at::equal(w_before, net->parameters().front()), "parameters moved");
   // With offload.optimizer and no clipping, each bucket's parameters are stepped on the host
   // as soon as its all-reduce is done, during backward: the same parameters as without.
-  auto offloaded_run = [&](bool offload, int64_t* pipelined) {
+  // The same with DDP handed in code (Engine::set_sharding) while strategy.sharding.mode stays
+  // "none": the engine must ask the sharding, not the config, whether gradients live in its
+  // buckets (dropping them would leave the buckets stale and the ranks drifting apart).
+  auto offloaded_run = [&](bool offload, bool ddp_in_code, int64_t* pipelined) {
     at::manual_seed(1);
     auto mlp = torch::nn::Sequential(torch::nn::Linear(16, 64), torch::nn::Linear(64, 64),
                                      torch::nn::Linear(64, 4));
     StrategyConfig o;
     o.accumulation = 2;
-    o.sharding.mode = "ddp";
+    o.sharding.mode = ddp_in_code ? "none" : "ddp";
     o.sharding.bucket_mb = 0.01;
     o.offload.optimizer = offload;
     Engine e(EngineOptions{o, 0.0}, comm);
+    if (ddp_in_code) e.set_sharding(std::make_shared<dist::DataParallel>(comm, 0.01));
     e.setup(mlp.ptr(), std::make_shared<torch::optim::SGD>(
                            mlp->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9)));
     at::manual_seed(200 + comm->rank());
@@ -155,12 +159,16 @@ int ddp() {
     if (pipelined != nullptr) *pipelined = e.offload()->pipelined_last_step();
     return mlp->parameters();
   };
-  int64_t pipelined = 0;
-  const auto plain_params = offloaded_run(false, nullptr);
-  const auto offloaded_params = offloaded_run(true, &pipelined);
+  int64_t pipelined = 0, pipelined_in_code = 0;
+  const auto plain_params = offloaded_run(false, false, nullptr);
+  const auto offloaded_params = offloaded_run(true, false, &pipelined);
+  const auto in_code_params = offloaded_run(true, true, &pipelined_in_code);
   for (size_t i = 0; i < plain_params.size(); ++i) {
     require(at::equal(plain_params[i], offloaded_params[i]), "ddp with a pipelined offload step");
+    require(at::equal(plain_params[i], in_code_params[i]),
+            "ddp set in code, offload on, sharding.mode none: the plain ddp run's parameters");
   }
+  require(pipelined_in_code == pipelined, "ddp set in code: the same pipelined hand-overs");
   require(pipelined == static_cast<int64_t>(plain_params.size()),
           "every parameter handed to the host as its bucket finished");
   if (comm->is_main()) {
