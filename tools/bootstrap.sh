@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything frugal needs, from a bare Debian machine to a built tree: Debian packages, the
-# pinned torch wheel in a venv, a CMake configure and build. Idempotent: a second run only
+# pinned torch wheel in a venv, a CMake configure and build (all targets, or the one named by
+# FRUGAL_BUILD_TARGET). Idempotent: a second run only
 # checks and rebuilds what changed (seconds).
 #
 # The venv is heavy (the CUDA torch wheel, ~3 GiB), so it lives in a cache folder keyed by the
@@ -64,5 +65,7 @@ if [ ! -f build/build.ninja ]; then
     -DTORCH_CUDA_ARCH_LIST=9.0 >build-configure.log 2>&1 || { cat build-configure.log; exit 1; }
   rm -f build-configure.log
 fi
-say "building (ninja, $(nproc) jobs)"
-cmake --build build --parallel "$(nproc)"
+# FRUGAL_BUILD_TARGET: one target only (tools/quickstart.sh builds the CLI, not the tests).
+target="${FRUGAL_BUILD_TARGET:-all}"
+say "building $target (ninja, $(nproc) jobs)"
+cmake --build build --parallel "$(nproc)" --target "$target"

@@ -12,7 +12,7 @@ using namespace frugal::test::data;
 namespace {
 
 struct Fixture {
-  TempDir dir;
+  DataDir dir;
   DataConfig data;
   ModelConfig model;
   Fixture() {

@@ -15,7 +15,7 @@
 
 using frugal::io::NamedTensors;
 using frugal::io::test::bit_equal;
-using frugal::io::test::TempDir;
+using frugal::io::test::ScratchDir;
 namespace io = frugal::io;
 
 namespace {
@@ -100,7 +100,7 @@ TEST_CASE("load_tensors rejects archives that hold something else", "[io][bad_in
 }
 
 TEST_CASE("read_safetensors rejects damaged files, naming them", "[io][bad_input]") {
-  TempDir dir;
+  ScratchDir dir;
   const std::string ok_entry = R"("w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
   const std::string data(8, '\0');
   struct Case {
@@ -159,7 +159,7 @@ TEST_CASE("read_safetensors rejects damaged files, naming them", "[io][bad_input
 }
 
 TEST_CASE("writers refuse what their format cannot hold", "[io][bad_input]") {
-  TempDir dir;
+  ScratchDir dir;
   CHECK_THROWS_WITH(io::write_safetensors(dir / "c.safetensors",
                                           {{"c", torch::ones({2}, torch::kComplexDouble)}}),
                     Catch::Contains("safetensors cannot store"));

@@ -18,7 +18,7 @@
 
 using frugal::io::NamedTensors;
 using frugal::io::test::bytes_of;
-using frugal::io::test::TempDir;
+using frugal::io::test::ScratchDir;
 namespace io = frugal::io;
 
 namespace {
@@ -82,7 +82,7 @@ int run(const std::string& command) {
 }  // namespace
 
 TEST_CASE("Python reads the .pt, safetensors and checkpoint files C++ writes", "[io][python]") {
-  TempDir dir;
+  ScratchDir dir;
   float nan_bits = 0;
   uint32_t payload = 0x7fc0beef;  // a NaN with a payload: survives only a byte-exact path
   std::memcpy(&nan_bits, &payload, 4);
@@ -134,7 +134,7 @@ TEST_CASE("Python reads the .pt, safetensors and checkpoint files C++ writes", "
 }
 
 TEST_CASE("load_tensors reads a dict of tensors saved by Python's torch.save", "[io][python]") {
-  TempDir dir;
+  ScratchDir dir;
   const std::string script = (frugal::test::source_dir() / "tests/python/write_state_dict.py").string();
   std::string command = fmt::format("'{}' '{}' '{}' '{}' > '{}' 2>&1", frugal::test::python(), script,
                                     (dir / "plain.pt").string(), (dir / "ordered.pt").string(),

@@ -22,9 +22,9 @@
 namespace frugal::test::data {
 
 // A scratch directory (frugal::test::TempDir) addressed by strings, as the data API takes.
-class TempDir : public frugal::test::TempDir {
+class DataDir : public frugal::test::TempDir {
  public:
-  TempDir() : frugal::test::TempDir("frugal-data"), str_(path().string()) {}
+  DataDir() : frugal::test::TempDir("frugal-data"), str_(path().string()) {}
   std::string operator/(const std::string& name) const { return str_ + "/" + name; }
   const std::string& str() const { return str_; }
 

@@ -8,7 +8,7 @@ using namespace frugal;
 using namespace frugal::test::data;
 
 TEST_CASE("IDX: exact pixels scaled to [0, 1] and labels", "[data][unit]") {
-  TempDir dir;
+  DataDir dir;
   // 3 images of 2 x 3 pixels.
   std::vector<uint8_t> pixels = {0,  51, 102, 153, 204, 255,   // image 0
                                  1,  2,  3,   4,   5,   6,     // image 1
@@ -37,7 +37,7 @@ TEST_CASE("IDX: labels path derived from the images path", "[data][unit]") {
         "/images/t10k-labels.idx1-ubyte");  // only the file name changes
   CHECK(default_idx_labels_path("/d/pictures.bin").empty());
 
-  TempDir dir;
+  DataDir dir;
   write_idx_images(dir / "train-images-idx3-ubyte", 4, 1, 1, {0, 85, 170, 255});
   write_idx_labels(dir / "train-labels-idx1-ubyte", {1, 2, 3, 4});
   DataConfig data;

@@ -24,7 +24,7 @@ std::vector<int64_t> all_tokens(const TokenStream& stream) {
 }  // namespace
 
 TEST_CASE("text file: one token per byte, same windows as tokens", "[data][unit]") {
-  TempDir dir;
+  DataDir dir;
   write_bytes(dir / "input.txt", "hello w\xc3\xa9rld!");  // UTF-8 bytes stay bytes
   DataConfig data;
   data.type = "text";
@@ -39,7 +39,7 @@ TEST_CASE("text file: one token per byte, same windows as tokens", "[data][unit]
 }
 
 TEST_CASE("text directory: sorted regular files, binary and .dat/.u8 skipped", "[data][unit]") {
-  TempDir dir;
+  DataDir dir;
   write_bytes(dir / "b.txt", "world");
   write_bytes(dir / "a.md", "hello ");
   write_bytes(dir / "c.dat", "skipped");
@@ -54,7 +54,7 @@ TEST_CASE("text directory: sorted regular files, binary and .dat/.u8 skipped", "
 }
 
 TEST_CASE("prepare_text: round trip through both shard formats", "[data][unit]") {
-  TempDir dir;
+  DataDir dir;
   write_bytes(dir / "a.txt", "abc\n");
   make_dir(dir / "more");
   write_bytes(dir / "more/b.txt", "\xff z");

@@ -23,7 +23,7 @@ DataConfig tokens_config(const std::string& path, int64_t seq_len) {
 }  // namespace
 
 TEST_CASE("nanoGPT shard: windows of T+1 tokens, y shifted by one", "[data][unit]") {
-  TempDir dir;
+  DataDir dir;
   write_nanogpt(dir / "train.bin", iota_tokens(21));
   TokenDataset ds(open_token_files(dir / "train.bin", TokenFormat::nanogpt, "data.path"), 4);
   CHECK(ds.stream().size() == 21);
@@ -37,7 +37,7 @@ TEST_CASE("nanoGPT shard: windows of T+1 tokens, y shifted by one", "[data][unit
 }
 
 TEST_CASE("llm.c shard: header skipped, detected by its magic", "[data][unit]") {
-  TempDir dir;
+  DataDir dir;
   std::vector<uint16_t> tokens = iota_tokens(9, 60000);  // also checks uint16 is unsigned
   write_llmc(dir / "a.bin", tokens);
   for (TokenFormat format : {TokenFormat::detect, TokenFormat::llmc}) {
@@ -52,7 +52,7 @@ TEST_CASE("llm.c shard: header skipped, detected by its magic", "[data][unit]") 
 }
 
 TEST_CASE("directory of shards: *.bin sorted by name and concatenated", "[data][unit]") {
-  TempDir dir;
+  DataDir dir;
   write_nanogpt(dir / "shard_01.bin", iota_tokens(5, 5));   // second by name
   write_llmc(dir / "shard_00.bin", iota_tokens(5, 0));      // first; formats may mix
   write_nanogpt(dir / "shard_02.bin", iota_tokens(3, 10));  // third
@@ -71,7 +71,7 @@ TEST_CASE("directory of shards: *.bin sorted by name and concatenated", "[data][
 }
 
 TEST_CASE("make_dataset: the last val_fraction of the samples is val", "[data][unit]") {
-  TempDir dir;
+  DataDir dir;
   write_nanogpt(dir / "t.bin", iota_tokens(41));  // 10 samples of T = 4
   DataConfig data = tokens_config(dir / "t.bin", 4);
   data.val_fraction = 0.2;
@@ -108,7 +108,7 @@ TEST_CASE("make_dataset: the last val_fraction of the samples is val", "[data][u
 }
 
 TEST_CASE("token dataset: concurrent get calls agree", "[data][unit]") {
-  TempDir dir;
+  DataDir dir;
   write_nanogpt(dir / "t.bin", iota_tokens(4001));
   TokenDataset ds(open_token_files(dir / "t.bin", TokenFormat::detect, "data.path"), 8);
   std::vector<int64_t> indices = range(0, ds.size());

@@ -10,7 +10,7 @@
 #include "frugal/util/error.h"
 #include "unit/test_io_support.h"
 
-using frugal::io::test::TempDir;
+using frugal::io::test::ScratchDir;
 namespace fs = std::filesystem;
 namespace io = frugal::io;
 
@@ -40,7 +40,7 @@ class FileSizeLimit {
 }  // namespace
 
 TEST_CASE("write_file_atomic writes the bytes and leaves no temp file", "[io][unit]") {
-  TempDir dir;
+  ScratchDir dir;
   std::string bytes("header\0binary\xff", 14);
   io::write_file_atomic(dir / "a.bin", bytes);
   CHECK(io::read_file(dir / "a.bin") == bytes);
@@ -51,7 +51,7 @@ TEST_CASE("write_file_atomic writes the bytes and leaves no temp file", "[io][un
 }
 
 TEST_CASE("write_file_atomic replaces an existing file", "[io][unit]") {
-  TempDir dir;
+  ScratchDir dir;
   io::write_file_atomic(dir / "f.txt", "old content, longer than the new one");
   io::write_file_atomic(dir / "f.txt", "new");
   CHECK(io::read_file(dir / "f.txt") == "new");
@@ -59,13 +59,13 @@ TEST_CASE("write_file_atomic replaces an existing file", "[io][unit]") {
 }
 
 TEST_CASE("write_file_atomic_parts writes the pieces in order", "[io][unit]") {
-  TempDir dir;
+  ScratchDir dir;
   io::write_file_atomic_parts(dir / "p", {"ab", "", "cde"});
   CHECK(io::read_file(dir / "p") == "abcde");
 }
 
 TEST_CASE("a failed write keeps the old file and removes its temp file", "[io][unit]") {
-  TempDir dir;
+  ScratchDir dir;
   io::write_file_atomic(dir / "keep.txt", "precious");
   std::string big(64 * 1024, 'x');
   {
@@ -79,7 +79,7 @@ TEST_CASE("a failed write keeps the old file and removes its temp file", "[io][u
 }
 
 TEST_CASE("write_file_atomic reports a failed rename and cleans up", "[io][unit]") {
-  TempDir dir;
+  ScratchDir dir;
   fs::create_directories(dir / "target" / "inside");  // a non-empty directory can't be replaced
   CHECK_THROWS_WITH(io::write_file_atomic(dir / "target", "x"),
                     Catch::StartsWith("cannot write '" + (dir / "target").string() + "': "));
@@ -88,7 +88,7 @@ TEST_CASE("write_file_atomic reports a failed rename and cleans up", "[io][unit]
 }
 
 TEST_CASE("read_file names the path and the reason", "[io][unit]") {
-  TempDir dir;
+  ScratchDir dir;
   fs::path missing = dir / "missing.txt";
   CHECK_THROWS_WITH(io::read_file(missing),
                     "cannot read '" + missing.string() + "': No such file or directory");
@@ -99,7 +99,7 @@ TEST_CASE("read_file names the path and the reason", "[io][unit]") {
 }
 
 TEST_CASE("publish_directory_atomic renames a complete directory into place", "[io][unit]") {
-  TempDir dir;
+  ScratchDir dir;
   fs::path tmp = dir / "step-10.tmp";
   fs::create_directories(tmp / "shards");
   io::write_file_atomic(tmp / "model.bin", "weights");
@@ -111,7 +111,7 @@ TEST_CASE("publish_directory_atomic renames a complete directory into place", "[
 }
 
 TEST_CASE("publish_directory_atomic refuses an existing target", "[io][unit]") {
-  TempDir dir;
+  ScratchDir dir;
   fs::path tmp = dir / "new.tmp";
   fs::create_directories(tmp);
   io::write_file_atomic(tmp / "a", "1");
@@ -138,7 +138,7 @@ TEST_CASE("fnv1a64 matches the reference vectors and hashes in pieces", "[io][un
 }
 
 TEST_CASE("remove_tree deletes a directory tree without following symlinks", "[io][unit]") {
-  TempDir dir;
+  ScratchDir dir;
   fs::create_directories(dir / "outside");
   io::write_file_atomic(dir / "outside" / "keep", "k");
   fs::create_directories(dir / "tree" / "a" / "b");

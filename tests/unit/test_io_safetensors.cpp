@@ -12,11 +12,11 @@
 using frugal::io::NamedTensors;
 using frugal::io::test::bit_equal;
 using frugal::io::test::bytes_of;
-using frugal::io::test::TempDir;
+using frugal::io::test::ScratchDir;
 namespace io = frugal::io;
 
 TEST_CASE("safetensors round-trips tensors, order and metadata", "[io][unit]") {
-  TempDir dir;
+  ScratchDir dir;
   torch::manual_seed(2);
   NamedTensors named{
       {"blocks.0.attn.qkv.weight", torch::randn({8, 24})},
@@ -50,7 +50,7 @@ TEST_CASE("safetensors round-trips tensors, order and metadata", "[io][unit]") {
 }
 
 TEST_CASE("safetensors header layout follows the specification", "[io][unit]") {
-  TempDir dir;
+  ScratchDir dir;
   auto w = torch::arange(6, torch::kFloat32).reshape({2, 3});
   auto b = torch::arange(3).to(torch::kBFloat16);
   io::write_safetensors(dir / "x.safetensors", {{"w", w}, {"b", b}}, {{"k", "v"}});
@@ -75,7 +75,7 @@ TEST_CASE("safetensors header layout follows the specification", "[io][unit]") {
 }
 
 TEST_CASE("safetensors writes an empty file that reads back empty", "[io][unit]") {
-  TempDir dir;
+  ScratchDir dir;
   io::write_safetensors(dir / "e.safetensors", {});
   CHECK(io::read_safetensors(dir / "e.safetensors").empty());
   CHECK(io::read_safetensors_metadata(dir / "e.safetensors").empty());

@@ -17,9 +17,9 @@
 namespace frugal::io::test {
 
 // A scratch directory (frugal::test::TempDir) that can also list what it holds.
-class TempDir : public frugal::test::TempDir {
+class ScratchDir : public frugal::test::TempDir {
  public:
-  TempDir() : frugal::test::TempDir("frugal-io-test") {}
+  ScratchDir() : frugal::test::TempDir("frugal-io-test") {}
   // Names of the entries directly inside, sorted (to check no temp file was left behind).
   std::vector<std::string> list() const {
     std::vector<std::string> names;
