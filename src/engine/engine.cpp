@@ -55,7 +55,7 @@ void Engine::setup(std::shared_ptr<torch::nn::Module> model,
     break;
   }
 
-  // Model transforms, in the order GUIDE.md §2 fixes: checkpointing first (innermost).
+  // Model transforms, in a fixed order (docs/architecture.md): checkpointing first (innermost).
   if (block_lists_.empty()) {
     if (auto* m = dynamic_cast<Model*>(model_.get())) block_lists_ = m->block_lists();
   }
@@ -127,23 +127,36 @@ at::Tensor Engine::optimizer_param(const at::Tensor& p) const {
 }
 
 StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
+  run_backward(batch, loss_sum_fn, /*allow_pipeline=*/true);
+  return optimizer_step();
+}
+
+StepStats Engine::forward_backward(const Batch& batch, const LossFn& loss_sum_fn) {
+  // Not pipelined: the caller may read or edit every gradient before the update.
+  return run_backward(batch, loss_sum_fn, /*allow_pipeline=*/false);
+}
+
+StepStats Engine::run_backward(const Batch& batch, const LossFn& loss_sum_fn, bool allow_pipeline) {
   if (!model_ || !optimizer_) throw std::logic_error("Engine::step called before setup()");
-  const auto start = std::chrono::steady_clock::now();
-  StepStats stats;
+  if (pending_.active) {
+    throw Error("Engine::forward_backward: the previous step's optimizer_step() was not called");
+  }
+  pending_ = PendingStep{};
+  pending_.start = std::chrono::steady_clock::now();
+  StepStats& stats = pending_.stats;
   stats.samples = batch.size();
   stats.targets = batch.num_targets();
   // Exact integers in a double up to 2^53: the divisor is the whole job's target count.
   const double step_targets = sharding_->sum_across_ranks(static_cast<double>(stats.targets));
 
   // Offload's pipeline: nothing needs every gradient before the step (no clipping, no loss
-  // scaling), so the host steps each parameter as soon as its gradient is final. The learning
-  // rate is set first.
-  const bool pipelined =
-      offload_ && options_.clip_grad_norm <= 0.0 && precision_.scaler() == nullptr;
+  // scaling, no caller reading them), so the host steps each parameter as soon as its
+  // gradient is final. The learning rate is set first.
+  const bool pipelined = allow_pipeline && offload_ && options_.clip_grad_norm <= 0.0 &&
+                         precision_.scaler() == nullptr;
+  pending_.pipelined = pipelined;
   if (pipelined) {
-    stats.lr = schedule_ ? schedule_->lr_at(steps_done_)
-                         : optimizer_->param_groups().front().options().get_lr();
-    if (schedule_) set_learning_rate(*optimizer_, stats.lr);
+    stats.lr = set_step_learning_rate();
     offload_->begin_pipeline(*optimizer_);
   }
 
@@ -177,12 +190,32 @@ StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
   if (pipeline_hooks_) pipeline_hooks_->armed = false;
   stats.loss = sharding_->sum_across_ranks(loss_sum.item<double>());
 
-  // 2. Unscale once (fp16), then the global gradient norm and clipping.
-  // Sharded ranks see different gradients: they agree on one verdict (and the scaler too).
-  const bool found_inf = sharding_->any_across_ranks(precision_.unscale(params_));
-  precision_.set_found_inf(found_inf);
+  // 2. Unscale once (fp16). Sharded ranks see different gradients: they agree on one verdict
+  //    (and the scaler too).
+  pending_.found_inf = sharding_->any_across_ranks(precision_.unscale(params_));
+  precision_.set_found_inf(pending_.found_inf);
+  pending_.active = true;
+  return stats;
+}
+
+double Engine::set_step_learning_rate() {
+  const double lr = schedule_ ? schedule_->lr_at(steps_done_)
+                              : optimizer_->param_groups().front().options().get_lr();
+  if (schedule_) set_learning_rate(*optimizer_, lr);
+  return lr;
+}
+
+StepStats Engine::optimizer_step() {
+  if (!pending_.active) {
+    throw Error("Engine::optimizer_step: call forward_backward() first (or step() for both)");
+  }
+  pending_.active = false;
+  StepStats& stats = pending_.stats;
+  const bool pipelined = pending_.pipelined;
+
+  // 3. The global gradient norm and clipping.
   stats.grad_norm = std::sqrt(sharding_->grad_norm_squared(params_).item<double>());
-  const bool finite = !found_inf && std::isfinite(stats.grad_norm);
+  const bool finite = !pending_.found_inf && std::isfinite(stats.grad_norm);
   // Clipping: frugal's fused Adam(W) multiplies the gradients inside its update (one pass
   // over them fewer, which is what the host step of offload is bound by); any other
   // optimizer gets them scaled first.
@@ -197,12 +230,8 @@ StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
     clip_grads(params_, stats.grad_norm, options_.clip_grad_norm);
   }
 
-  // 3. The update; a step with non-finite gradients is skipped (fp16: the scaler backs off).
-  if (!pipelined) {
-    stats.lr = schedule_ ? schedule_->lr_at(steps_done_)
-                         : optimizer_->param_groups().front().options().get_lr();
-    if (schedule_) set_learning_rate(*optimizer_, stats.lr);
-  }
+  // 4. The update; a step with non-finite gradients is skipped (fp16: the scaler backs off).
+  if (!pipelined) stats.lr = set_step_learning_rate();
   if (pipelined) {
     // Waits for the host thread and steps what it was not handed. Non-finite gradients
     // cannot be skipped here: their parameters may have been stepped during backward.
@@ -226,7 +255,8 @@ StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
 
   stats.step = steps_done_;
   stats.loss_scale = precision_.loss_scale();
-  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - pending_.start).count();
   return stats;
 }
 

@@ -1,7 +1,12 @@
 // find_package(frugal) from an installed tree: install, build examples/embed against it,
-// run it, and check that its own module learned.
+// run it, and check that its own module learned, in one process and as a 2-rank zero3 job
+// with checkpointing and accumulation (its own loop: Engine::forward_backward, then
+// optimizer_step), which must end where the one-process run with the same strategy ends.
 #include <catch2/catch.hpp>
 
+#include <regex>
+
+#include "multiproc/multiproc.h"
 #include "support/helpers.h"
 
 using namespace frugal;
@@ -9,7 +14,7 @@ using namespace frugal;
 TEST_CASE("examples/embed builds against the installed package and trains", "[integration][embed][slow]") {
   test::TempDir dir("frugal-embed");
   const std::string prefix = (dir / "prefix").string();
-  auto install = test::run_command("cmake --install " + test::quote(FRUGAL_BINARY_DIR) +
+  auto install = test::run_command("cmake --install " + test::quote(test::binary_dir().string()) +
                                    " --prefix " + test::quote(prefix));
   INFO(install.out << install.err);
   REQUIRE(install.exit_code == 0);
@@ -34,4 +39,26 @@ TEST_CASE("examples/embed builds against the installed package and trains", "[in
     CHECK(run.exit_code == 0);
     CHECK(run.out.find("last loss") != std::string::npos);
   }
+
+  // The same loop under zero3 at world 2, with full checkpointing and accumulation 2, against
+  // one process with the same checkpointing and accumulation.
+  const std::string strategy = "optim: {type: adamw, lr: 0.01}\n"
+                               "strategy: {accumulation: 2, checkpointing: full";
+  test::write_text(dir / "one.yaml", strategy + "}\n");
+  test::write_text(dir / "zero3.yaml", strategy + ", sharding: zero3}\n");
+  auto last_loss = [](const std::string& out) {
+    std::smatch m;
+    REQUIRE(std::regex_search(out, m, std::regex(R"(last loss (\S+))")));
+    return std::stod(m[1].str());
+  };
+  auto one = test::run_command(build + "/embed_example " + test::quote((dir / "one.yaml").string()));
+  INFO(one.out << one.err);
+  REQUIRE(one.exit_code == 0);
+  auto job = test::launch(2, test::quote(build + "/embed_example") + " " +
+                                 test::quote((dir / "zero3.yaml").string()));
+  INFO(job.out << job.err);
+  REQUIRE(job.exit_code == 0);
+  CHECK_THAT(job.out + job.err, Catch::Contains("zero3"));
+  // 200 steps of AdamW; fp32 sums in another order across ranks.
+  CHECK(last_loss(job.out) == Approx(last_loss(one.out)).epsilon(1e-3));
 }

@@ -1,5 +1,5 @@
 // The composition point: one optimizer step over a batch, readable top to bottom
-// (GUIDE.md §2). The batch is split into `accumulation` micro-batches; each micro-batch's
+// (docs/architecture.md, "The step"). The batch is split into `accumulation` micro-batches; each micro-batch's
 // loss *sum* is divided by the target count of the whole step, so the gradients equal those
 // of one large batch whatever the accumulation.
 //
@@ -10,6 +10,7 @@
 //     precision.scale_loss(loss).backward()                            (fp16: GradScaler)
 //   sharding.finish_gradients()                                        wait for reductions
 //   found_inf = precision.unscale(grads)                               once, before clipping
+//   ---- forward_backward() ends here; optimizer_step() starts: gradients final ----
 //   norm = global grad norm (sharding-aware); clip if configured
 //   lr = schedule(step); optimizer.step() unless found_inf / non-finite
 //     (offload.optimizer: gradients to the host, the step there, parameters back; without
@@ -22,6 +23,7 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 
@@ -78,7 +80,20 @@ class Engine {
              std::shared_ptr<torch::optim::Optimizer> optimizer,
              std::shared_ptr<const LrSchedule> schedule = nullptr);
 
+  // One optimizer step over `batch` (split into strategy.accumulation micro-batches):
+  // forward_backward() then optimizer_step().
   StepStats step(const Batch& batch, const LossFn& loss_sum_fn);
+  // The step in two halves, for loops of your own: between them every gradient is final
+  // (summed over micro-batches, reduced across ranks, divided by the job's target count,
+  // unscaled under fp16-mixed) and may be read or edited. They sit on the tensors the
+  // optimizer steps (engine.optimizer()'s parameters: under zero1/2/3 this rank's shards, in
+  // the model's parameters' .grad otherwise; offload copies them to the host in
+  // optimizer_step). Returns the loss, samples and targets; optimizer_step returns the rest.
+  // (step() may overlap the offloaded host step with backward; these two never do.)
+  StepStats forward_backward(const Batch& batch, const LossFn& loss_sum_fn);
+  // The global gradient norm, clipping, the update (skipped when gradients are not finite),
+  // the loss scale's update and zeroing the gradients.
+  StepStats optimizer_step();
 
   int64_t steps_done() const { return steps_done_; }
   void set_steps_done(int64_t steps) { steps_done_ = steps; }
@@ -101,6 +116,18 @@ class Engine {
 
  private:
   void watch_gradients_for_pipeline();
+  StepStats run_backward(const Batch& batch, const LossFn& loss_sum_fn, bool allow_pipeline);
+  double set_step_learning_rate();  // this step's rate from the schedule (or the optimizer's)
+
+  // Between forward_backward and optimizer_step.
+  struct PendingStep {
+    bool active = false;
+    bool pipelined = false;
+    bool found_inf = false;
+    StepStats stats;
+    std::chrono::steady_clock::time_point start;
+  };
+  PendingStep pending_;
 
   EngineOptions options_;
   Precision precision_;

@@ -1,6 +1,6 @@
 // The sharding strategy (strategy.sharding.mode): how gradients, parameters and optimizer
 // state are spread over the ranks of a job, and when they are communicated. The engine calls
-// it at fixed points of the step (GUIDE.md §2):
+// it at fixed points of the step (docs/architecture.md, "The step"):
 //
 //   setup({model, optimizer, block lists})  once, after checkpointing has wrapped the blocks;
 //                                       may replace the optimizer's parameters (zero*: shards)
