@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "frugal/dist/sharded_state.h"
+#include "frugal/distributed/sharded_state.h"
 #include "frugal/io/checkpoint.h"
 #include "frugal/io/pt_export.h"
 #include "frugal/io/safetensors.h"

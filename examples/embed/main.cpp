@@ -5,8 +5,8 @@
 // set in code. The model's residual blocks are frugal::Unit modules in a list named "blocks",
 // so every strategy applies to them: checkpointing recomputes them, zero3 gathers and frees
 // their parameters.
-#include <frugal/dist/communicator.h>
-#include <frugal/dist/env.h>
+#include <frugal/distributed/communicator.h>
+#include <frugal/distributed/env.h>
 #include <frugal/frugal.h>
 #include <torch/torch.h>
 

@@ -16,7 +16,7 @@
 #include "frugal/models/unit.h"
 #include "frugal/optim/optimizer.h"
 #include "frugal/optim/schedule.h"
-#include "frugal/strategy/checkpoint.h"
+#include "frugal/strategy/recompute.h"
 #include "frugal/strategy/checkpointing.h"
 #include "frugal/train/trainer.h"
 #include "frugal/util/error.h"

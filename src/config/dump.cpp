@@ -129,7 +129,9 @@ std::string dump(const Config& config,
 namespace frugal {
 
 std::string to_yaml(const Config& config) {
-  return config_detail::dump(config, [](std::string_view, std::string_view) { return true; });
+  return config_detail::dump(config, [&config](std::string_view section, std::string_view key) {
+    return config_detail::key_is_read(config, section, key);
+  });
 }
 
 }  // namespace frugal

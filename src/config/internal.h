@@ -115,6 +115,10 @@ const GptPreset* find_gpt_preset(std::string_view name);
 // validate.cpp: `marks` (may be null) locates the offending key.
 void validate(const Config& config, const KeyMarks* marks);
 
+// keys_read.cpp: whether a run of `config` reads `section.key` (the other model types' sizes
+// and the other data types' source keys it does not).
+bool key_is_read(const Config& config, std::string_view section, std::string_view key);
+
 // dump.cpp: the YAML text of the fields `keep(section, key)` accepts (section dotted).
 std::string dump(const Config& config,
                  const std::function<bool(std::string_view, std::string_view)>& keep);

@@ -15,7 +15,7 @@
 #include "frugal/optim/fused_adam.h"
 #include "frugal/strategy/checkpointing.h"
 #include "frugal/optim/optimizer.h"
-#include "frugal/dist/fsdp.h"
+#include "frugal/distributed/zero_sharding.h"
 #include "frugal/engine/sharding_registry.h"
 #include "frugal/util/error.h"
 
@@ -71,7 +71,7 @@ void Engine::setup(std::shared_ptr<torch::nn::Module> model,
   if (!sharding_) sharding_ = make_sharding(options_.strategy.sharding, comm_);
   const OffloadConfig& offload = options_.strategy.offload;
   if (offload.params) {
-    auto* fsdp = dynamic_cast<dist::FullyShardedDataParallel*>(sharding_.get());
+    auto* fsdp = dynamic_cast<dist::ZeroSharding*>(sharding_.get());
     if (fsdp == nullptr || fsdp->stage() != 3) {
       throw Error("strategy.offload.params: needs strategy.sharding.mode zero3");
     }

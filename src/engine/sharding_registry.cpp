@@ -1,23 +1,14 @@
 #include "frugal/engine/sharding_registry.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
-#include <map>
-#include <mutex>
-
-#include "frugal/config/strategy_names.h"
-#include "frugal/dist/ddp.h"
-#include "frugal/dist/fsdp.h"
+#include "frugal/config/named_registry.h"
+#include "frugal/distributed/ddp.h"
+#include "frugal/distributed/zero_sharding.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
 namespace {
-
-std::mutex& registry_mutex() {
-  static std::mutex m;
-  return m;
-}
 
 std::shared_ptr<dist::Communicator> need_comm(const ShardingConfig& cfg,
                                               std::shared_ptr<dist::Communicator> comm) {
@@ -29,13 +20,13 @@ std::shared_ptr<dist::Communicator> need_comm(const ShardingConfig& cfg,
   return comm;
 }
 
-std::shared_ptr<Sharding> make_fsdp(const ShardingConfig& cfg,
+std::shared_ptr<Sharding> make_zero(const ShardingConfig& cfg,
                                     std::shared_ptr<dist::Communicator> comm) {
-  return std::make_shared<dist::FullyShardedDataParallel>(need_comm(cfg, std::move(comm)), cfg);
+  return std::make_shared<dist::ZeroSharding>(need_comm(cfg, std::move(comm)), cfg);
 }
 
-std::map<std::string, ShardingFactory>& registry() {
-  static std::map<std::string, ShardingFactory> factories = {
+NamedRegistry<ShardingFactory>& registry() {
+  static NamedRegistry<ShardingFactory> factories("strategy.sharding.mode", "mode", {
       {"none",
        [](const ShardingConfig&, std::shared_ptr<dist::Communicator> comm) {
          if (comm && comm->size() > 1) {
@@ -51,10 +42,10 @@ std::map<std::string, ShardingFactory>& registry() {
          return std::make_shared<dist::DataParallel>(need_comm(cfg, std::move(comm)),
                                                      cfg.bucket_mb);
        }},
-      {"zero1", make_fsdp},
-      {"zero2", make_fsdp},
-      {"zero3", make_fsdp},
-  };
+      {"zero1", make_zero},
+      {"zero2", make_zero},
+      {"zero3", make_zero},
+  }, /*validated=*/true);
   return factories;
 }
 
@@ -62,33 +53,14 @@ std::map<std::string, ShardingFactory>& registry() {
 
 void register_sharding(const std::string& name, ShardingFactory factory) {
   if (name.empty() || !factory) throw std::invalid_argument("register_sharding: empty name or factory");
-  {
-    std::lock_guard<std::mutex> lock(registry_mutex());
-    registry()[name] = std::move(factory);
-  }
-  register_strategy_name("strategy.sharding.mode", name);
+  registry().add(name, std::move(factory));
 }
 
-std::vector<std::string> sharding_names() {
-  std::lock_guard<std::mutex> lock(registry_mutex());
-  std::vector<std::string> names;
-  for (const auto& [name, _] : registry()) names.push_back(name);
-  return names;
-}
+std::vector<std::string> sharding_names() { return registry().names(); }
 
 std::shared_ptr<Sharding> make_sharding(const ShardingConfig& cfg,
                                         std::shared_ptr<dist::Communicator> comm) {
-  ShardingFactory factory;
-  {
-    std::lock_guard<std::mutex> lock(registry_mutex());
-    auto it = registry().find(cfg.mode);
-    if (it != registry().end()) factory = it->second;
-  }
-  if (!factory) {
-    throw Error(fmt::format("strategy.sharding.mode: unknown mode '{}' (registered: {})", cfg.mode,
-                            fmt::join(sharding_names(), ", ")));
-  }
-  return factory(cfg, std::move(comm));
+  return registry().get(cfg.mode)(cfg, std::move(comm));
 }
 
 }  // namespace frugal

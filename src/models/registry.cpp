@@ -1,8 +1,6 @@
 #include "frugal/models/registry.h"
 
-#include <map>
-#include <mutex>
-
+#include "frugal/config/named_registry.h"
 #include "frugal/models/convnet.h"
 #include "frugal/models/gpt.h"
 #include "frugal/models/mlp.h"
@@ -11,58 +9,36 @@
 namespace frugal {
 namespace {
 
-struct Registry {
-  std::mutex mutex;
-  std::map<std::string, ModelFactory> factories;
-
-  Registry() {
-    factories["gpt"] = [](const ModelConfig& c) {
-      return std::make_shared<Gpt>(GptOptions::from(c));
-    };
-    factories["mlp"] = [](const ModelConfig& c) {
-      return std::make_shared<Mlp>(c.in_features, c.hidden, c.out_features);
-    };
-    factories["convnet"] = [](const ModelConfig& c) {
-      return std::make_shared<ConvNet>(c.in_channels, c.image_size, c.channels, c.num_classes);
-    };
-  }
-};
-
-Registry& registry() {
-  static Registry r;
+// model.type is not restricted to known names in config validation: a program registers its
+// models before it loads a config, and the name is checked here, when the model is built.
+NamedRegistry<ModelFactory>& registry() {
+  static NamedRegistry<ModelFactory> r(
+      "model.type", "model",
+      {
+          {"gpt", [](const ModelConfig& c) { return std::make_shared<Gpt>(GptOptions::from(c)); }},
+          {"mlp",
+           [](const ModelConfig& c) {
+             return std::make_shared<Mlp>(c.in_features, c.hidden, c.out_features);
+           }},
+          {"convnet",
+           [](const ModelConfig& c) {
+             return std::make_shared<ConvNet>(c.in_channels, c.image_size, c.channels,
+                                              c.num_classes);
+           }},
+      },
+      /*validated=*/false);
   return r;
 }
 
 }  // namespace
 
 void register_model(const std::string& type, ModelFactory factory) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  r.factories[type] = std::move(factory);
+  if (type.empty() || !factory) throw std::invalid_argument("register_model: empty name or factory");
+  registry().add(type, std::move(factory));
 }
 
-std::vector<std::string> registered_models() {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  std::vector<std::string> names;
-  for (const auto& [name, _] : r.factories) names.push_back(name);
-  return names;
-}
+std::vector<std::string> registered_models() { return registry().names(); }
 
-std::shared_ptr<Model> make_model(const ModelConfig& cfg) {
-  ModelFactory factory;
-  {
-    Registry& r = registry();
-    std::lock_guard<std::mutex> lock(r.mutex);
-    auto it = r.factories.find(cfg.type);
-    if (it != r.factories.end()) factory = it->second;
-  }
-  if (!factory) {
-    std::string known;
-    for (const auto& name : registered_models()) known += (known.empty() ? "" : ", ") + name;
-    throw Error("model.type: unknown model '" + cfg.type + "' (registered: " + known + ")");
-  }
-  return factory(cfg);
-}
+std::shared_ptr<Model> make_model(const ModelConfig& cfg) { return registry().get(cfg.type)(cfg); }
 
 }  // namespace frugal

@@ -2,13 +2,12 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 
-#include "frugal/config/strategy_names.h"
+#include "frugal/config/named_registry.h"
 #include "frugal/models/blocks.h"
 #include "frugal/models/unit.h"
-#include "frugal/strategy/checkpoint.h"
+#include "frugal/strategy/recompute.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
 
@@ -28,13 +27,8 @@ Unit& as_unit(const ModulePtr& m, const std::string& path) {
   return *unit;
 }
 
-std::mutex& policies_mutex() {
-  static std::mutex m;
-  return m;
-}
-
-std::map<std::string, CheckpointingPolicy>& policies() {
-  static std::map<std::string, CheckpointingPolicy> p = {
+NamedRegistry<CheckpointingPolicy>& policies() {
+  static NamedRegistry<CheckpointingPolicy> r("strategy.checkpointing.policy", "policy", {
       {"none", [](int64_t, int64_t, const CheckpointingConfig&) { return std::vector<std::string>{}; }},
       {"full", [](int64_t, int64_t, const CheckpointingConfig&) { return std::vector<std::string>{""}; }},
       {"every_k",
@@ -47,18 +41,11 @@ std::map<std::string, CheckpointingPolicy>& policies() {
          const std::set<std::string> unique(cfg.targets.begin(), cfg.targets.end());
          return std::vector<std::string>(unique.begin(), unique.end());
        }},
-  };
-  return p;
+  }, /*validated=*/true);
+  return r;
 }
 
-CheckpointingPolicy find_policy(const std::string& name) {
-  std::lock_guard<std::mutex> lock(policies_mutex());
-  auto it = policies().find(name);
-  if (it != policies().end()) return it->second;
-  std::string known;
-  for (const auto& [n, _] : policies()) known += (known.empty() ? "" : ", ") + n;
-  throw fail("unknown policy '" + name + "' (" + known + ")");
-}
+CheckpointingPolicy find_policy(const std::string& name) { return policies().get(name); }
 
 void validate(const CheckpointingConfig& cfg, const std::vector<std::string>& block_lists) {
   (void)find_policy(cfg.policy);
@@ -115,14 +102,7 @@ std::vector<std::pair<std::string, Unit*>> select_units(
 
 void register_checkpointing_policy(const std::string& name, CheckpointingPolicy policy) {
   if (name.empty() || !policy) throw std::invalid_argument("register_checkpointing_policy: empty");
-  {
-    std::lock_guard<std::mutex> lock(policies_mutex());
-    if (policies().count(name) != 0) {
-      throw Error("register_checkpointing_policy: '" + name + "' is already a policy");
-    }
-    policies()[name] = std::move(policy);
-  }
-  register_strategy_name("strategy.checkpointing.policy", name);
+  policies().add(name, std::move(policy));
 }
 
 void checkpoint_unit(Unit& unit) {

@@ -1,65 +1,34 @@
 #include "frugal/strategy/precision.h"
 
-#include <map>
-#include <mutex>
-
-#include "frugal/config/strategy_names.h"
+#include "frugal/config/named_registry.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
 
 namespace {
 
-std::mutex& specs_mutex() {
-  static std::mutex m;
-  return m;
-}
-
-std::map<std::string, PrecisionSpec>& specs() {
-  static std::map<std::string, PrecisionSpec> s = {
-      {"fp32", {false, c10::ScalarType::Float, false}},
-      {"bf16-mixed", {true, c10::ScalarType::BFloat16, false}},
-      {"fp16-mixed", {true, c10::ScalarType::Half, true}},
-  };
-  return s;
+NamedRegistry<PrecisionSpec>& precisions() {
+  static NamedRegistry<PrecisionSpec> r("strategy.precision", "precision",
+                                        {
+                                            {"fp32", {false, c10::ScalarType::Float, false}},
+                                            {"bf16-mixed", {true, c10::ScalarType::BFloat16, false}},
+                                            {"fp16-mixed", {true, c10::ScalarType::Half, true}},
+                                        },
+                                        /*validated=*/true);
+  return r;
 }
 
 }  // namespace
 
 void register_precision(const std::string& name, const PrecisionSpec& spec) {
-  if (name.empty()) throw Error("register_precision: empty name");
-  {
-    std::lock_guard<std::mutex> lock(specs_mutex());
-    if (!specs().emplace(name, spec).second) {
-      throw Error("register_precision: '" + name + "' is already a precision");
-    }
-  }
-  register_strategy_name("strategy.precision", name);
+  precisions().add(name, spec);
 }
 
 Precision::Precision(const std::string& name, const GradScalerConfig& sc) : name_(name) {
-  PrecisionSpec spec;
-  {
-    std::lock_guard<std::mutex> lock(specs_mutex());
-    auto it = specs().find(name);
-    if (it == specs().end()) {
-      std::string known;
-      for (const auto& [n, _] : specs()) known += (known.empty() ? "" : ", ") + n;
-      throw Error("strategy.precision: unknown precision '" + name + "' (known: " + known + ")");
-    }
-    spec = it->second;
-  }
+  const PrecisionSpec spec = precisions().get(name);
   autocast_ = spec.autocast;
   dtype_ = spec.dtype;
-  if (spec.loss_scaling) {
-    GradScalerOptions o;
-    o.enabled = sc.enabled;
-    o.init_scale = sc.init_scale;
-    o.growth_factor = sc.growth_factor;
-    o.backoff_factor = sc.backoff_factor;
-    o.growth_interval = sc.growth_interval;
-    scaler_.emplace(o);
-  }
+  if (spec.loss_scaling) scaler_.emplace(sc);
 }
 
 std::unique_ptr<AutocastGuard> Precision::autocast(c10::DeviceType device) const {

@@ -11,10 +11,10 @@
 #include "frugal/config/load.h"
 #include "frugal/data/dataset.h"
 #include "frugal/data/loader.h"
-#include "frugal/dist/communicator.h"
-#include "frugal/dist/env.h"
-#include "frugal/dist/fsdp.h"
-#include "frugal/dist/sharded_state.h"
+#include "frugal/distributed/communicator.h"
+#include "frugal/distributed/env.h"
+#include "frugal/distributed/zero_sharding.h"
+#include "frugal/distributed/sharded_state.h"
 #include "frugal/engine/device.h"
 #include "frugal/engine/state.h"
 #include "frugal/io/atomic_file.h"
@@ -88,8 +88,8 @@ struct Trainer::Impl {
   }
 
   // The sharded modes (zero1/2/3) write sharded checkpoints; null for the others.
-  dist::FullyShardedDataParallel* fsdp() {
-    return dynamic_cast<dist::FullyShardedDataParallel*>(&engine->sharding());
+  dist::ZeroSharding* fsdp() {
+    return dynamic_cast<dist::ZeroSharding*>(&engine->sharding());
   }
 
   // Data parallel ranks hold the same state: rank 0 writes it, the others wait for it.
@@ -126,11 +126,11 @@ struct Trainer::Impl {
   }
 
   // Where the optimizer keeps a shard's state (its host master under offload).
-  dist::FullyShardedDataParallel::StateHolder state_holder() {
+  dist::ZeroSharding::StateHolder state_holder() {
     return [this](const at::Tensor& t) { return engine->optimizer_param(t); };
   }
 
-  void write_sharded_checkpoint(dist::FullyShardedDataParallel& f, int64_t step) {
+  void write_sharded_checkpoint(dist::ZeroSharding& f, int64_t step) {
     const fs::path dir = plan.dir / "checkpoints";
     if (main) begin_sharded_checkpoint(dir, step);
     comm->barrier();

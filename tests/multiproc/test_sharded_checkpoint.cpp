@@ -38,7 +38,7 @@ CommandResult train(int n, const std::filesystem::path& cfg, const std::string& 
 }  // namespace
 
 TEST_CASE("sharded checkpoints resume exactly, reshard across world sizes and export whole",
-          "[multiproc][dist][fsdp][checkpoint]") {
+          "[multiproc][dist][zero][checkpoint]") {
   TempDir dir;
   const auto cfg = dir / "zero.yaml";
   write_text(cfg, zero_yaml(dir.path().string()));

@@ -16,7 +16,7 @@
 #include "frugal/models/gpt.h"
 #include "frugal/models/unit.h"
 #include "frugal/strategy/autocast.h"
-#include "frugal/strategy/checkpoint.h"
+#include "frugal/strategy/recompute.h"
 #include "frugal/strategy/checkpointing.h"
 #include "frugal/util/error.h"
 #include "support/skip.h"

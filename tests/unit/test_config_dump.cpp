@@ -76,16 +76,40 @@ TEST_CASE("config: to_yaml -> load reproduces the config exactly", "[config][uni
   }
 }
 
-TEST_CASE("config: to_yaml lists every section and key", "[config][unit]") {
-  const std::string text = frugal::to_yaml(Config{});
+TEST_CASE("config: to_yaml lists every section and the keys the chosen types read",
+          "[config][unit]") {
+  const std::string text = frugal::to_yaml(Config{});  // a GPT on synthetic data
   for (const char* section : {"run:\n", "model:\n", "data:\n", "optim:\n", "schedule:\n",
                               "train:\n", "generate:\n", "strategy:\n", "  grad_scaler:\n",
                               "  checkpointing:\n", "memory:\n", "distributed:\n"})
     CHECK(text.find(section) != std::string::npos);
   CHECK(text.find("  lr: 0.0003\n") != std::string::npos);
   CHECK(text.find("  betas: [0.9, 0.999]\n") != std::string::npos);
-  CHECK(text.find("  hidden: [64, 64]\n") != std::string::npos);
-  CHECK(text.find("  options: {}\n") != std::string::npos);
+  CHECK(text.find("  n_embd: 128\n") != std::string::npos);
+  CHECK(text.find("  synthetic_samples: 4096\n") != std::string::npos);
+  // Not read by a GPT on synthetic data: the MLP's and the ConvNet's sizes, free options for
+  // user models, the file-based data types' keys.
+  for (const char* absent : {"  hidden:", "  channels:", "  in_features:", "  options:",
+                             "  path:", "  labels_path:", "  token_format:"})
+    CHECK(text.find(absent) == std::string::npos);
+  Config mlp;
+  mlp.model.type = "mlp";
+  mlp.data.type = "idx";
+  mlp.data.path = "images.idx";
+  const std::string mlp_text = frugal::to_yaml(mlp);
+  INFO(mlp_text);
+  CHECK(mlp_text.find("  hidden: [64, 64]\n") != std::string::npos);
+  CHECK(mlp_text.find("  labels_path: \"\"\n") != std::string::npos);
+  CHECK(mlp_text.find("  path: \"images.idx\"\n") != std::string::npos);
+  for (const char* absent : {"  n_embd:", "  kernels:", "  channels:", "  synthetic_samples:"})
+    CHECK(mlp_text.find(absent) == std::string::npos);
+  // A model type registered by the user may read any model key: all are kept.
+  Config mine;
+  mine.model.type = "my-model";
+  const std::string mine_text = frugal::to_yaml(mine);
+  CHECK(mine_text.find("  hidden: [64, 64]\n") != std::string::npos);
+  CHECK(mine_text.find("  n_embd: 128\n") != std::string::npos);
+  CHECK(mine_text.find("  options: {}\n") != std::string::npos);
   CHECK(text.find("  eps: 1.0e-08\n") != std::string::npos);  // a float to every YAML reader
   CHECK(text.find("  timeout_s: 300.0\n") != std::string::npos);
   CHECK(text.find("  prompt: \"\\n\"\n") != std::string::npos);

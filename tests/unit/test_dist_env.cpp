@@ -3,7 +3,7 @@
 
 #include <map>
 
-#include "frugal/dist/env.h"
+#include "frugal/distributed/env.h"
 #include "frugal/util/error.h"
 
 using frugal::dist::first_slurm_host;

@@ -4,10 +4,15 @@
 #include <ATen/ATen.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "frugal/config/load.h"
+#include "frugal/config/named_registry.h"
+#include "frugal/config/strategy_names.h"
 #include "frugal/engine/engine.h"
 #include "frugal/engine/sharding_registry.h"
 #include "frugal/models/gpt.h"
+#include "frugal/models/registry.h"
 #include "frugal/models/unit.h"
 #include "frugal/optim/optimizer.h"
 #include "frugal/strategy/checkpointing.h"
@@ -76,4 +81,32 @@ TEST_CASE("a registered sharding strategy drives the engine's step hooks", "[uni
   CHECK(engine.sharding().name() == "counting");
   engine.step(tiny_batch(), [&](const Batch& mb) { return model->loss_sum(model->forward(mb.x), mb.y); });
   CHECK(counting->calls == std::vector<std::string>{"0/2", "1/2", "finish"});
+}
+
+TEST_CASE("one registry shape serves every named choice", "[unit][strategy]") {
+  NamedRegistry<int> checked("strategy.precision", "precision", {{"fp32", 1}}, /*validated=*/true);
+  CHECK(checked.get("fp32") == 1);
+  CHECK_THROWS_WITH(checked.get("fp8"), "strategy.precision: unknown precision 'fp8' (known: fp32)");
+  // Adding a name to a validated key makes YAML accept it; a name taken is refused.
+  checked.add("fp8-test", 2);
+  CHECK_THROWS_WITH(checked.add("fp8-test", 3), "strategy.precision: 'fp8-test' is already a precision");
+  CHECK(checked.get("fp8-test") == 2);
+  CHECK(checked.names() == std::vector<std::string>{"fp32", "fp8-test"});
+  const auto accepted = strategy_names("strategy.precision");
+  CHECK(std::find(accepted.begin(), accepted.end(), "fp8-test") != accepted.end());
+  // An unvalidated key (model.type) registers nowhere else.
+  NamedRegistry<int> models("model.type", "model", {}, /*validated=*/false);
+  models.add("only-here", 1);
+  CHECK_FALSE(models.find("elsewhere").has_value());
+  CHECK_THROWS_WITH(models.add("", 1), "model.type: a registered model needs a name");
+  CHECK_THROWS_WITH(register_model("gpt", [](const ModelConfig&) { return nullptr; }),
+                    "model.type: 'gpt' is already a model");
+  // The four built-in registries answer in that shape.
+  CHECK_THROWS_WITH(make_sharding(ShardingConfig{.mode = "zero9"}, nullptr),
+                    Catch::StartsWith("strategy.sharding.mode: unknown mode 'zero9' (known: ") &&
+                        Catch::Contains("ddp, none, zero1, zero2, zero3"));
+  ModelConfig mc;
+  mc.type = "nope";
+  CHECK_THROWS_WITH(make_model(mc), Catch::StartsWith("model.type: unknown model 'nope' (known: "));
+  CHECK_THROWS_WITH(Precision("fp7"), Catch::StartsWith("strategy.precision: unknown precision 'fp7'"));
 }

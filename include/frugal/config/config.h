@@ -104,7 +104,8 @@ struct GenerateConfig {
   std::string prompt = "\n";
 };
 
-// fp16-mixed's dynamic loss scaling (torch.amp.GradScaler's options and defaults).
+// fp16-mixed's dynamic loss scaling (torch.amp.GradScaler's options and defaults); also the
+// C++ GradScaler's options (frugal/strategy/grad_scaler.h).
 struct GradScalerConfig {
   bool enabled = true;  // only used by fp16-mixed
   double init_scale = 65536.0;

@@ -29,8 +29,10 @@ Config default_config();
 // (and, through load_config, the line and column of the key).
 void validate(const Config& config);
 
-// Every field of every section as YAML: load_config_string(to_yaml(c), ...) gives back c
-// exactly (doubles written with the shortest text that reads back to the same value).
+// Every field a run of the config reads, as YAML (the other model types' sizes and the other
+// data types' source keys are left out: a user-registered model type keeps every model key):
+// load_config_string(to_yaml(c), ...) gives back every such field of c exactly (doubles
+// written with the shortest text that reads back to the same value).
 std::string to_yaml(const Config& config);
 
 // 16 hex digits hashing what changes the numbers training computes (model, data, optim,

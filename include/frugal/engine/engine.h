@@ -29,7 +29,7 @@
 
 #include "frugal/config/config.h"
 #include "frugal/data/batch.h"
-#include "frugal/dist/communicator.h"
+#include "frugal/distributed/communicator.h"
 #include "frugal/optim/schedule.h"
 #include "frugal/strategy/offload.h"
 #include "frugal/strategy/precision.h"

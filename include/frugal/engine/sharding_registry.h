@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "frugal/config/config.h"
-#include "frugal/dist/communicator.h"
+#include "frugal/distributed/communicator.h"
 #include "frugal/strategy/sharding.h"
 
 namespace frugal {

@@ -11,7 +11,7 @@
 // Sharded checkpoints (strategy.sharding zero*) have no optimizer.pt: every rank writes
 //     shard-<rank>-of-<world>.pt   its shards of the parameters and optimizer state, its RNG
 // and model.pt holds what is not sharded (buffers, frozen parameters); meta.json carries the
-// layout of the shards (dist/sharded_state.h). The manifest lists every shard.
+// layout of the shards (distributed/sharded_state.h). The manifest lists every shard.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -14,7 +14,7 @@ namespace frugal {
 
 using ModelFactory = std::function<std::shared_ptr<Model>(const ModelConfig&)>;
 
-// Adds or replaces a model type.
+// Adds a model type; a name already taken (built in or registered) is a frugal::Error.
 void register_model(const std::string& type, ModelFactory factory);
 std::vector<std::string> registered_models();
 // Builds model.type; an unknown type is a frugal::Error listing the known ones.

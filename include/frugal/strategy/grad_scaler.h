@@ -14,17 +14,14 @@
 
 #include <vector>
 
+#include "frugal/config/config.h"
 #include "frugal/io/checkpoint.h"
 
 namespace frugal {
 
-struct GradScalerOptions {
-  double init_scale = 65536.0;  // 2^16
-  double growth_factor = 2.0;
-  double backoff_factor = 0.5;
-  int64_t growth_interval = 2000;
-  bool enabled = true;  // disabled: every call is a pass-through (scale 1, always steps)
-};
+// The options are strategy.grad_scaler's struct itself (one definition for the YAML and the
+// C++ user); disabled (enabled = false), every call is a pass-through (scale 1, always steps).
+using GradScalerOptions = GradScalerConfig;
 
 class GradScaler {
  public:

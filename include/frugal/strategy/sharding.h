@@ -12,8 +12,8 @@
 //   grad_norm_squared(params)           the global norm, whichever rank holds what
 //   optimizer step; after_optimizer_step(stepped); zero_grad(optimizer)
 //
-// `none` is the single-process strategy (and the base class's behaviour); dist/ddp.h holds
-// data parallelism, dist/fsdp.h the sharded modes. Implementations own the communicator
+// `none` is the single-process strategy (and the base class's behaviour); distributed/ddp.h holds
+// data parallelism, distributed/zero_sharding.h the sharded modes. Implementations own the communicator
 // they were given.
 #pragma once
 

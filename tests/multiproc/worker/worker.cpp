@@ -3,7 +3,7 @@
 // message on stderr) when one is wrong; rank 0 prints a one-line JSON report on stdout.
 //   frugal_dist_worker collectives      all_reduce / broadcast / all_gather / reduce_scatter
 //   frugal_dist_worker ddp              DDP on an MLP: overlap, no-sync micro-steps, traffic
-//   frugal_dist_worker fsdp             zero1/2/3 against one process: parameters, memory,
+//   frugal_dist_worker zero             zero1/2/3 against one process: parameters, memory,
 //                                       traffic, gathered bytes
 //   frugal_dist_worker stuck            rank 1 skips a collective: the others must time out
 //   frugal_dist_worker env              prints this rank's RankInfo as JSON
@@ -18,9 +18,9 @@
 #include <iostream>
 #include <thread>
 
-#include "frugal/dist/communicator.h"
-#include "frugal/dist/ddp.h"
-#include "frugal/dist/fsdp.h"
+#include "frugal/distributed/communicator.h"
+#include "frugal/distributed/ddp.h"
+#include "frugal/distributed/zero_sharding.h"
 #include "frugal/models/registry.h"
 #include "frugal/optim/optimizer.h"
 #include "frugal/engine/engine.h"
@@ -187,7 +187,7 @@ int ddp() {
 // differs). AdamW with weight decay (two parameter groups) and active clipping (the global
 // norm across shards). Also checks, per mode: the state each rank keeps against ZeRO's
 // formula, the bytes sent per step against 2Ψ / 3Ψ, and zero3's gathered bytes.
-int fsdp() {
+int zero() {
   auto comm = dist::init_from_env(gloo());
   const int n = comm->size(), r = comm->rank();
   ModelConfig mc;
@@ -256,17 +256,17 @@ int fsdp() {
       sc.sharding.mode = mode;
       sc.sharding.accumulate_sharded = v.accumulate_sharded;
       Run run = build(sc, comm);
-      auto& fsdp = dynamic_cast<dist::FullyShardedDataParallel&>(run.engine->sharding());
+      auto& zs = dynamic_cast<dist::ZeroSharding&>(run.engine->sharding());
       const int64_t per_rank = global / n;
       for (int64_t s = 0; s < steps; ++s) {
         if (s == steps - 1) comm->reset_traffic();
         run.engine->step(batch(s, r * per_rank, per_rank), loss_of(run));
       }
       const auto traffic = comm->traffic();
-      const int64_t peak_gathered = fsdp.peak_gathered_bytes();  // in the last step
+      const int64_t peak_gathered = zs.peak_gathered_bytes();  // in the last step
       double worst = 0;
       {
-        FullParameters full(fsdp);
+        FullParameters full(zs);
         for (const auto& p : run.model->named_parameters()) {
           worst = std::max(worst, (p.value().detach() - expected.at(p.key())).abs().max().item<double>());
         }
@@ -302,8 +302,8 @@ int fsdp() {
         auto& adam = static_cast<torch::optim::AdamWParamState&>(*state);
         moments += static_cast<int64_t>(adam.exp_avg().nbytes() + adam.exp_avg_sq().nbytes());
       }
-      const double held = static_cast<double>(fsdp.sharded_state_bytes() + moments);
-      const int stage = fsdp.stage();
+      const double held = static_cast<double>(zs.sharded_state_bytes() + moments);
+      const int stage = zs.stage();
       const double whole = stage == 1 ? 8.0 : stage == 2 ? 4.0 : 0.0;
       const double formula = (whole + (16.0 - whole) / n) * static_cast<double>(psi);
       report["state_ratio"][mode] = held / formula;
@@ -326,7 +326,7 @@ int fsdp() {
   auto sharded_run = [&](const StrategyConfig& sc, const std::map<std::string, at::Tensor>& want,
                          int64_t& peak, int64_t& units) {
     Run run = build(sc, comm);
-    auto& f = dynamic_cast<dist::FullyShardedDataParallel&>(run.engine->sharding());
+    auto& f = dynamic_cast<dist::ZeroSharding&>(run.engine->sharding());
     const int64_t per_rank = global / n;
     for (int64_t s = 0; s < steps; ++s) run.engine->step(batch(s, r * per_rank, per_rank), loss_of(run));
     peak = f.peak_gathered_bytes();
@@ -528,10 +528,10 @@ int main(int argc, char** argv) {
   try {
     if (scenario == "collectives") return collectives();
     if (scenario == "ddp") return ddp();
-    if (scenario == "fsdp") return fsdp();
+    if (scenario == "zero") return zero();
     if (scenario == "stuck") return stuck();
     if (scenario == "env") return env();
-    std::cerr << "usage: frugal_dist_worker collectives|ddp|fsdp|stuck|env\n";
+    std::cerr << "usage: frugal_dist_worker collectives|ddp|zero|stuck|env\n";
     return 64;
   } catch (const frugal::Error& e) {
     std::cerr << "worker error: " << e.what() << std::endl;

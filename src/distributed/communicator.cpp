@@ -1,4 +1,4 @@
-#include "frugal/dist/communicator.h"
+#include "frugal/distributed/communicator.h"
 
 #include <ATen/Context.h>
 #include <ATen/ops/full.h>

@@ -1,4 +1,4 @@
-#include "frugal/dist/sharded_state.h"
+#include "frugal/distributed/sharded_state.h"
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>

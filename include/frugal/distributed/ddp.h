@@ -17,7 +17,7 @@
 
 #include <memory>
 
-#include "frugal/dist/communicator.h"
+#include "frugal/distributed/communicator.h"
 #include "frugal/strategy/sharding.h"
 
 namespace frugal::dist {

@@ -1,4 +1,4 @@
-#include "frugal/dist/env.h"
+#include "frugal/distributed/env.h"
 
 #include <fmt/format.h>
 

@@ -18,7 +18,7 @@
 #include <string>
 
 #include "frugal/config/config.h"
-#include "frugal/dist/env.h"
+#include "frugal/distributed/env.h"
 
 namespace frugal::dist {
 

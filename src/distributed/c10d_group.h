@@ -7,7 +7,7 @@
 
 #include <chrono>
 
-#include "frugal/dist/communicator.h"
+#include "frugal/distributed/communicator.h"
 
 namespace frugal::dist::detail {
 

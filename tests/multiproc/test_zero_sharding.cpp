@@ -1,4 +1,4 @@
-// zero1, zero2 and zero3 at 1, 2 and 4 ranks on Gloo. The worker (frugal_dist_worker fsdp)
+// zero1, zero2 and zero3 at 1, 2 and 4 ranks on Gloo. The worker (frugal_dist_worker zero)
 // trains a small GPT under each mode, with and without accumulation (gradients kept sharded or
 // whole meanwhile) and checkpointing, and checks on every rank:
 // - the parameters after 4 steps equal one process's on the same global batch (fp32, 1e-5);
@@ -19,10 +19,10 @@
 using namespace frugal::test;
 
 TEST_CASE("zero1/2/3 at world 1, 2 and 4 equal one process, with ZeRO's memory and traffic",
-          "[multiproc][dist][fsdp]") {
+          "[multiproc][dist][zero]") {
   for (int n : {1, 2, 4}) {
     SECTION("world " + std::to_string(n)) {
-      CommandResult r = launch(n, quote(dist_worker()) + " fsdp", 240);
+      CommandResult r = launch(n, quote(dist_worker()) + " zero", 240);
       INFO(r.out << r.err);
       REQUIRE(r.exit_code == 0);
       auto j = rank0_report(r.out);

@@ -1,4 +1,4 @@
-#include "frugal/dist/ddp.h"
+#include "frugal/distributed/ddp.h"
 
 #include "final_gradients.h"
 

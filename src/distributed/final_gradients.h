@@ -2,7 +2,7 @@
 // gradients are final, group by group (DDP's buckets, zero's units), in the order their
 // reductions start: when a group's reduction starts, the groups started before it have had
 // its backward to finish, so they are waited for and handed over; at the end of backward,
-// the rest. Shared by DataParallel and FullyShardedDataParallel; callers hold their lock.
+// the rest. Shared by DataParallel and ZeroSharding; callers hold their lock.
 #pragma once
 
 #include <ATen/core/Tensor.h>

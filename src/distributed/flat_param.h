@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "frugal/dist/communicator.h"
+#include "frugal/distributed/communicator.h"
 
 namespace frugal::dist {
 

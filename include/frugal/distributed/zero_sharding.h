@@ -15,7 +15,7 @@
 // blocks merged up to unit_mb (wrap: size); every other parameter belongs to the root unit,
 // gathered from the start of each forward to the end of its backward. Each unit's parameters
 // of one optimizer group (weight decay or not) are flattened into one buffer, padded and
-// split evenly (dist/flat_param.h); the optimizer's parameter groups are given the shards.
+// split evenly (distributed/flat_param.h); the optimizer's parameter groups are given the shards.
 //
 // Mixed precision: param_dtype is the dtype the parameters are gathered and computed in,
 // reduce_dtype the one gradients are summed in; shards and optimizer state keep the
@@ -30,18 +30,18 @@
 #include <optional>
 
 #include "frugal/config/config.h"
-#include "frugal/dist/communicator.h"
-#include "frugal/dist/sharded_state.h"
+#include "frugal/distributed/communicator.h"
+#include "frugal/distributed/sharded_state.h"
 #include "frugal/io/named_tensors.h"
 #include "frugal/strategy/sharding.h"
 
 namespace frugal::dist {
 
-class FullyShardedDataParallel final : public Sharding {
+class ZeroSharding final : public Sharding {
  public:
   // cfg.mode: zero1, zero2 or zero3.
-  FullyShardedDataParallel(std::shared_ptr<Communicator> comm, const ShardingConfig& cfg);
-  ~FullyShardedDataParallel() override;
+  ZeroSharding(std::shared_ptr<Communicator> comm, const ShardingConfig& cfg);
+  ~ZeroSharding() override;
 
   std::string name() const override;
   int stage() const { return stage_; }
@@ -66,7 +66,7 @@ class FullyShardedDataParallel final : public Sharding {
   bool reduces_gradients() const override { return true; }
   void set_full_parameters(bool full) override;
 
-  // Sharded checkpoints (dist/sharded_state.h). The layout of this rank's flat buffers; this
+  // Sharded checkpoints (distributed/sharded_state.h). The layout of this rank's flat buffers; this
   // rank's shards of the parameters and of their optimizer state ("<flat>/<kind>", on the CPU);
   // the model parameters they hold (the rest of the model is saved whole).
   // `holder` maps a shard to the tensor the optimizer keeps its state under (optimizer

@@ -1,4 +1,4 @@
-#include "frugal/dist/fsdp.h"
+#include "frugal/distributed/zero_sharding.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
@@ -48,7 +48,7 @@ int64_t bytes_of(const std::vector<at::Tensor>& params) {
 
 }  // namespace
 
-struct FullyShardedDataParallel::State {
+struct ZeroSharding::State {
   struct ShardUnit {
     std::string name;
     std::vector<size_t> flats;
@@ -176,11 +176,11 @@ struct FullyShardedDataParallel::State {
   }
 };
 
-FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<Communicator> comm,
+ZeroSharding::ZeroSharding(std::shared_ptr<Communicator> comm,
                                                    const ShardingConfig& cfg)
     : comm_(std::move(comm)), cfg_(cfg), stage_(stage_of(cfg.mode)),
       state_(std::make_shared<State>()) {
-  if (!comm_) throw std::invalid_argument("FullyShardedDataParallel needs a communicator");
+  if (!comm_) throw std::invalid_argument("ZeroSharding needs a communicator");
   if (cfg_.prefetch < 0) throw Error("strategy.sharding.prefetch: must be >= 0");
   if (cfg_.unit_mb <= 0) throw Error("strategy.sharding.unit_mb: must be > 0");
   if (cfg_.wrap != "block" && cfg_.wrap != "size") {
@@ -194,20 +194,20 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<Communicator>
   state_->accumulate_sharded = cfg_.accumulate_sharded;
 }
 
-FullyShardedDataParallel::~FullyShardedDataParallel() = default;
+ZeroSharding::~ZeroSharding() = default;
 
-std::string FullyShardedDataParallel::name() const { return cfg_.mode; }
+std::string ZeroSharding::name() const { return cfg_.mode; }
 
-void FullyShardedDataParallel::set_offload_params(bool pin_memory) {
+void ZeroSharding::set_offload_params(bool pin_memory) {
   if (stage_ != 3) throw Error("strategy.offload.params: needs strategy.sharding.mode zero3");
   if (!state_->flats.empty()) throw std::logic_error("set_offload_params after setup");
   offload_params_ = at::TensorOptions().device(at::kCPU).pinned_memory(
       pin_memory && at::globalContext().hasCUDA());
 }
 
-void FullyShardedDataParallel::setup(const ShardingSetup& setup) {
+void ZeroSharding::setup(const ShardingSetup& setup) {
   State& s = *state_;
-  if (!s.flats.empty()) throw std::logic_error("FullyShardedDataParallel::setup called twice");
+  if (!s.flats.empty()) throw std::logic_error("ZeroSharding::setup called twice");
   torch::nn::Module& model = setup.model;
   torch::optim::Optimizer& optimizer = setup.optimizer;
   const std::string who = "sharding " + cfg_.mode;
@@ -395,7 +395,7 @@ void FullyShardedDataParallel::setup(const ShardingSetup& setup) {
                         s.units.size(), s.flats.size(), shard_bytes / 1048576.0));
 }
 
-void FullyShardedDataParallel::begin_micro_step(int64_t index, int64_t count) {
+void ZeroSharding::begin_micro_step(int64_t index, int64_t count) {
   State& s = *state_;
   if (index > 0) s.end_backward();
   std::lock_guard<std::recursive_mutex> lock(s.mutex);
@@ -407,9 +407,9 @@ void FullyShardedDataParallel::begin_micro_step(int64_t index, int64_t count) {
   if (stage_ == 3 && s.units.size() > s.block_units) s.ensure_gathered(s.block_units);
 }
 
-void FullyShardedDataParallel::finish_gradients() { state_->end_backward(); }
+void ZeroSharding::finish_gradients() { state_->end_backward(); }
 
-bool FullyShardedDataParallel::notify_final_gradients(
+bool ZeroSharding::notify_final_gradients(
     std::function<void(const std::vector<at::Tensor>&)> ready) {
   std::lock_guard<std::recursive_mutex> lock(state_->mutex);
   if (!state_->sync) return false;  // this micro-step reduces nothing
@@ -417,27 +417,27 @@ bool FullyShardedDataParallel::notify_final_gradients(
   return true;
 }
 
-double FullyShardedDataParallel::sum_across_ranks(double v) { return all_reduce_scalar(*comm_, v); }
+double ZeroSharding::sum_across_ranks(double v) { return all_reduce_scalar(*comm_, v); }
 
-bool FullyShardedDataParallel::any_across_ranks(bool local) {
+bool ZeroSharding::any_across_ranks(bool local) {
   return all_reduce_scalar(*comm_, local ? 1.0 : 0.0, Reduce::kMax) != 0.0;
 }
 
-at::Tensor FullyShardedDataParallel::grad_norm_squared(const std::vector<at::Tensor>& params) {
+at::Tensor ZeroSharding::grad_norm_squared(const std::vector<at::Tensor>& params) {
   // Every rank's shards' squares, summed: the norm of the whole gradient (padding is zero).
   at::Tensor local = frugal::grad_norm_squared(params).to(comm_->device());
   comm_->all_reduce(local);
   return local.cpu();
 }
 
-void FullyShardedDataParallel::after_optimizer_step(bool stepped) {
+void ZeroSharding::after_optimizer_step(bool stepped) {
   if (stage_ == 3 || !stepped) return;  // zero3 gathers the new shards when it next needs them
   std::lock_guard<std::recursive_mutex> lock(state_->mutex);
   for (FlatParam& f : state_->flats) f.start_gather(*comm_, /*async=*/true);
   for (FlatParam& f : state_->flats) f.wait_gather();
 }
 
-void FullyShardedDataParallel::zero_grad(torch::optim::Optimizer& optimizer) {
+void ZeroSharding::zero_grad(torch::optim::Optimizer& optimizer) {
   (void)optimizer;  // its parameters are the shards, whose gradients are grad_shard
   for (FlatParam& f : state_->flats) {
     f.grad_shard.zero_();
@@ -449,7 +449,7 @@ void FullyShardedDataParallel::zero_grad(torch::optim::Optimizer& optimizer) {
   }
 }
 
-void FullyShardedDataParallel::set_full_parameters(bool full) {
+void ZeroSharding::set_full_parameters(bool full) {
   State& s = *state_;
   std::lock_guard<std::recursive_mutex> lock(s.mutex);
   if (stage_ < 3) return;
@@ -463,7 +463,7 @@ void FullyShardedDataParallel::set_full_parameters(bool full) {
   }
 }
 
-ShardLayout FullyShardedDataParallel::layout() const {
+ShardLayout ZeroSharding::layout() const {
   ShardLayout layout;
   layout.mode = cfg_.mode;
   layout.world_size = comm_->size();
@@ -479,7 +479,7 @@ ShardLayout FullyShardedDataParallel::layout() const {
   return layout;
 }
 
-io::NamedTensors FullyShardedDataParallel::shard_tensors(torch::optim::Optimizer& optimizer,
+io::NamedTensors ZeroSharding::shard_tensors(torch::optim::Optimizer& optimizer,
                                                         const StateHolder& holder) const {
   io::NamedTensors out;
   for (const FlatParam& f : state_->flats) {
@@ -491,13 +491,13 @@ io::NamedTensors FullyShardedDataParallel::shard_tensors(torch::optim::Optimizer
   return out;
 }
 
-std::vector<std::string> FullyShardedDataParallel::sharded_parameter_names() const {
+std::vector<std::string> ZeroSharding::sharded_parameter_names() const {
   std::vector<std::string> names;
   for (const FlatParam& f : state_->flats) names.insert(names.end(), f.names.begin(), f.names.end());
   return names;
 }
 
-void FullyShardedDataParallel::load_shards(const ShardLayout& saved,
+void ZeroSharding::load_shards(const ShardLayout& saved,
                                            const std::vector<io::NamedTensors>& shards,
                                            torch::optim::Optimizer& optimizer,
                                            const StateHolder& holder) {
@@ -561,15 +561,15 @@ void FullyShardedDataParallel::load_shards(const ShardLayout& saved,
   after_optimizer_step(/*stepped=*/true);
 }
 
-int64_t FullyShardedDataParallel::unit_count() const {
+int64_t ZeroSharding::unit_count() const {
   return static_cast<int64_t>(state_->units.size());
 }
 
-int64_t FullyShardedDataParallel::flat_param_count() const {
+int64_t ZeroSharding::flat_param_count() const {
   return static_cast<int64_t>(state_->flats.size());
 }
 
-int64_t FullyShardedDataParallel::sharded_state_bytes() const {
+int64_t ZeroSharding::sharded_state_bytes() const {
   int64_t bytes = 0;
   for (const FlatParam& f : state_->flats) {
     // Views into the whole buffers (zero1/2) are not counted twice.
@@ -585,6 +585,6 @@ int64_t FullyShardedDataParallel::sharded_state_bytes() const {
   return bytes;
 }
 
-int64_t FullyShardedDataParallel::peak_gathered_bytes() const { return state_->peak_gathered; }
+int64_t ZeroSharding::peak_gathered_bytes() const { return state_->peak_gathered; }
 
 }  // namespace frugal::dist

@@ -1,4 +1,4 @@
-#include "frugal/strategy/checkpoint.h"
+#include "frugal/strategy/recompute.h"
 
 #include <ATen/core/grad_mode.h>
 #include <c10/util/StringUtil.h>

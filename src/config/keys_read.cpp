@@ -1,0 +1,48 @@
+// Which keys a run of a config reads: each built-in model type reads its own sizes and no
+// other type's, each data type its own source keys. The resolved config (config show,
+// config.resolved.yaml) leaves the others out, so that it shows what the run used.
+#include <algorithm>
+#include <string_view>
+
+#include "internal.h"
+
+namespace frugal::config_detail {
+namespace {
+
+using Keys = std::initializer_list<std::string_view>;
+
+bool listed(Keys keys, std::string_view key) {
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+bool model_key_read(std::string_view type, std::string_view key) {
+  if (key == "type") return true;
+  if (type == "gpt") {
+    return listed({"size", "vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout",
+                   "bias", "kernels"},
+                  key);
+  }
+  if (type == "mlp") return listed({"in_features", "hidden", "out_features"}, key);
+  if (type == "convnet") {
+    return listed({"in_channels", "image_size", "channels", "num_classes"}, key);
+  }
+  return true;  // a model registered by the user may read any of them
+}
+
+bool data_key_read(std::string_view type, std::string_view key) {
+  if (key == "path" || key == "val_path") return type != "synthetic";
+  if (key == "labels_path") return type == "idx";
+  if (key == "token_format") return type == "tokens";
+  if (key == "synthetic_samples") return type == "synthetic";
+  return true;
+}
+
+}  // namespace
+
+bool key_is_read(const Config& config, std::string_view section, std::string_view key) {
+  if (section == "model") return model_key_read(config.model.type, key);
+  if (section == "data") return data_key_read(config.data.type, key);
+  return true;
+}
+
+}  // namespace frugal::config_detail
