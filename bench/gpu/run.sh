@@ -17,12 +17,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # The model's sizes, for the Python side (which has no YAML parser there).
-model_json=$("${frugal[@]}" config show "$cfg" | awk '
-  /^model:/ {m=1; next} /^[a-z]/ {m=0}
-  m && $1 ~ /^(vocab_size|block_size|n_layer|n_head|n_embd|dropout|bias):$/ {
-    k=substr($1, 1, length($1)-1); v[k]=$2 }
-  END { printf "{\"vocab_size\": %s, \"block_size\": %s, \"n_layer\": %s, \"n_head\": %s, \"n_embd\": %s, \"dropout\": %s, \"bias\": %s}",
-        v["vocab_size"], v["block_size"], v["n_layer"], v["n_head"], v["n_embd"], v["dropout"], v["bias"] }')
+model_json=$("${frugal[@]}" config show "$cfg" | awk -f bench/gpu/model_json.awk)
 batch=$("${frugal[@]}" config show "$cfg" | awk '/^data:/ {d=1; next} /^[a-z]/ {d=0} d && $1 == "micro_batch_size:" {print $2}')
 
 "${frugal[@]}" train "$cfg" --set run.dir="$tmp" --set run.name=init --set train.max_steps=1 >"$tmp/init.log" 2>&1 ||

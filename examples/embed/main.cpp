@@ -15,9 +15,7 @@
 // The user's model. Blocks derive from frugal::Unit and put their computation in
 // forward_impl; frugal's wrappers run around it.
 struct ResidualBlock : frugal::Unit {
-  ResidualBlock() {
-    fc = register_module("fc", torch::nn::Linear(32, 32));
-  }
+  ResidualBlock() { fc = register_module("fc", torch::nn::Linear(32, 32)); }
   at::Tensor forward_impl(const at::Tensor& x) override { return x + torch::tanh(fc(x)); }
   torch::nn::Linear fc{nullptr};
 };
@@ -53,7 +51,8 @@ int main(int argc, char** argv) try {
   }
   // Under a launcher (frugal launch, torchrun, mpirun, Slurm) join the job's process group.
   std::shared_ptr<frugal::dist::Communicator> comm;
-  if (frugal::dist::rank_info_from_env().distributed()) comm = frugal::dist::init_from_env(distributed);
+  if (frugal::dist::rank_info_from_env().distributed())
+    comm = frugal::dist::init_from_env(distributed);
   const bool main_rank = !comm || comm->is_main();
 
   torch::manual_seed(0);

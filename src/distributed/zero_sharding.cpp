@@ -176,9 +176,10 @@ struct ZeroSharding::State {
   }
 };
 
-ZeroSharding::ZeroSharding(std::shared_ptr<Communicator> comm,
-                                                   const ShardingConfig& cfg)
-    : comm_(std::move(comm)), cfg_(cfg), stage_(stage_of(cfg.mode)),
+ZeroSharding::ZeroSharding(std::shared_ptr<Communicator> comm, const ShardingConfig& cfg)
+    : comm_(std::move(comm)),
+      cfg_(cfg),
+      stage_(stage_of(cfg.mode)),
       state_(std::make_shared<State>()) {
   if (!comm_) throw std::invalid_argument("ZeroSharding needs a communicator");
   if (cfg_.prefetch < 0) throw Error("strategy.sharding.prefetch: must be >= 0");
@@ -480,7 +481,7 @@ ShardLayout ZeroSharding::layout() const {
 }
 
 io::NamedTensors ZeroSharding::shard_tensors(torch::optim::Optimizer& optimizer,
-                                                        const StateHolder& holder) const {
+                                             const StateHolder& holder) const {
   io::NamedTensors out;
   for (const FlatParam& f : state_->flats) {
     out.emplace_back(shard_key(f.name, "param"), f.shard.detach().cpu().clone());
@@ -493,14 +494,14 @@ io::NamedTensors ZeroSharding::shard_tensors(torch::optim::Optimizer& optimizer,
 
 std::vector<std::string> ZeroSharding::sharded_parameter_names() const {
   std::vector<std::string> names;
-  for (const FlatParam& f : state_->flats) names.insert(names.end(), f.names.begin(), f.names.end());
+  for (const FlatParam& f : state_->flats)
+    names.insert(names.end(), f.names.begin(), f.names.end());
   return names;
 }
 
 void ZeroSharding::load_shards(const ShardLayout& saved,
-                                           const std::vector<io::NamedTensors>& shards,
-                                           torch::optim::Optimizer& optimizer,
-                                           const StateHolder& holder) {
+                               const std::vector<io::NamedTensors>& shards,
+                               torch::optim::Optimizer& optimizer, const StateHolder& holder) {
   torch::NoGradGuard no_grad;
   State& s = *state_;
   const int rank = comm_->rank();
@@ -561,9 +562,7 @@ void ZeroSharding::load_shards(const ShardLayout& saved,
   after_optimizer_step(/*stepped=*/true);
 }
 
-int64_t ZeroSharding::unit_count() const {
-  return static_cast<int64_t>(state_->units.size());
-}
+int64_t ZeroSharding::unit_count() const { return static_cast<int64_t>(state_->units.size()); }
 
 int64_t ZeroSharding::flat_param_count() const {
   return static_cast<int64_t>(state_->flats.size());

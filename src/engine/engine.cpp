@@ -6,17 +6,16 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <atomic>
-
 #include <chrono>
 #include <cmath>
 
+#include "frugal/distributed/zero_sharding.h"
+#include "frugal/engine/sharding_registry.h"
 #include "frugal/models/model.h"
 #include "frugal/optim/clip.h"
 #include "frugal/optim/fused_adam.h"
-#include "frugal/strategy/checkpointing.h"
 #include "frugal/optim/optimizer.h"
-#include "frugal/distributed/zero_sharding.h"
-#include "frugal/engine/sharding_registry.h"
+#include "frugal/strategy/checkpointing.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
@@ -71,11 +70,11 @@ void Engine::setup(std::shared_ptr<torch::nn::Module> model,
   if (!sharding_) sharding_ = make_sharding(options_.strategy.sharding, comm_);
   const OffloadConfig& offload = options_.strategy.offload;
   if (offload.params) {
-    auto* fsdp = dynamic_cast<dist::ZeroSharding*>(sharding_.get());
-    if (fsdp == nullptr || fsdp->stage() != 3) {
+    auto* zero = dynamic_cast<dist::ZeroSharding*>(sharding_.get());
+    if (zero == nullptr || zero->stage() != 3) {
       throw Error("strategy.offload.params: needs strategy.sharding.mode zero3");
     }
-    fsdp->set_offload_params(offload.pin_memory);
+    zero->set_offload_params(offload.pin_memory);
   }
   sharding_->setup(ShardingSetup{*model_, *optimizer_, block_lists_});
   // What the optimizer steps: the model's parameters, or this rank's shards of them; their
@@ -220,7 +219,8 @@ StepStats Engine::optimizer_step() {
   // over them fewer, which is what the host step of offload is bound by); any other
   // optimizer gets them scaled first.
   // (Not under the pipeline: its host thread may be stepping now, and nothing clips there.)
-  auto* factor_in_step = pipelined ? nullptr : dynamic_cast<GradientFactorInStep*>(optimizer_.get());
+  auto* factor_in_step =
+      pipelined ? nullptr : dynamic_cast<GradientFactorInStep*>(optimizer_.get());
   const double clip_factor = finite && options_.clip_grad_norm > 0.0
                                  ? clip_coefficient(stats.grad_norm, options_.clip_grad_norm)
                                  : 1.0;

@@ -26,33 +26,37 @@ std::shared_ptr<Sharding> make_zero(const ShardingConfig& cfg,
 }
 
 NamedRegistry<ShardingFactory>& registry() {
-  static NamedRegistry<ShardingFactory> factories("strategy.sharding.mode", "mode", {
-      {"none",
-       [](const ShardingConfig&, std::shared_ptr<dist::Communicator> comm) {
-         if (comm && comm->size() > 1) {
-           throw Error(fmt::format(
-               "strategy.sharding.mode: 'none' in a job of {} ranks would train {} separate "
-               "models; use ddp",
-               comm->size(), comm->size()));
-         }
-         return std::make_shared<Sharding>();
-       }},
-      {"ddp",
-       [](const ShardingConfig& cfg, std::shared_ptr<dist::Communicator> comm) {
-         return std::make_shared<dist::DataParallel>(need_comm(cfg, std::move(comm)),
-                                                     cfg.bucket_mb);
-       }},
-      {"zero1", make_zero},
-      {"zero2", make_zero},
-      {"zero3", make_zero},
-  }, /*validated=*/true);
+  static NamedRegistry<ShardingFactory> factories(
+      "strategy.sharding.mode", "mode",
+      {
+          {"none",
+           [](const ShardingConfig&, std::shared_ptr<dist::Communicator> comm) {
+             if (comm && comm->size() > 1) {
+               throw Error(fmt::format(
+                   "strategy.sharding.mode: 'none' in a job of {} ranks would train {} separate "
+                   "models; use ddp",
+                   comm->size(), comm->size()));
+             }
+             return std::make_shared<Sharding>();
+           }},
+          {"ddp",
+           [](const ShardingConfig& cfg, std::shared_ptr<dist::Communicator> comm) {
+             return std::make_shared<dist::DataParallel>(need_comm(cfg, std::move(comm)),
+                                                         cfg.bucket_mb);
+           }},
+          {"zero1", make_zero},
+          {"zero2", make_zero},
+          {"zero3", make_zero},
+      },
+      /*validated=*/true);
   return factories;
 }
 
 }  // namespace
 
 void register_sharding(const std::string& name, ShardingFactory factory) {
-  if (name.empty() || !factory) throw std::invalid_argument("register_sharding: empty name or factory");
+  if (name.empty() || !factory)
+    throw std::invalid_argument("register_sharding: empty name or factory");
   registry().add(name, std::move(factory));
 }
 

@@ -33,7 +33,8 @@ NamedRegistry<ModelFactory>& registry() {
 }  // namespace
 
 void register_model(const std::string& type, ModelFactory factory) {
-  if (type.empty() || !factory) throw std::invalid_argument("register_model: empty name or factory");
+  if (type.empty() || !factory)
+    throw std::invalid_argument("register_model: empty name or factory");
   registry().add(type, std::move(factory));
 }
 

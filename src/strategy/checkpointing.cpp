@@ -28,20 +28,25 @@ Unit& as_unit(const ModulePtr& m, const std::string& path) {
 }
 
 NamedRegistry<CheckpointingPolicy>& policies() {
-  static NamedRegistry<CheckpointingPolicy> r("strategy.checkpointing.policy", "policy", {
-      {"none", [](int64_t, int64_t, const CheckpointingConfig&) { return std::vector<std::string>{}; }},
-      {"full", [](int64_t, int64_t, const CheckpointingConfig&) { return std::vector<std::string>{""}; }},
-      {"every_k",
-       [](int64_t i, int64_t, const CheckpointingConfig& cfg) {
-         return i % cfg.k == 0 ? std::vector<std::string>{""} : std::vector<std::string>{};
-       }},
-      {"selective",
-       [](int64_t, int64_t, const CheckpointingConfig& cfg) {
-         // A target named twice is wrapped once.
-         const std::set<std::string> unique(cfg.targets.begin(), cfg.targets.end());
-         return std::vector<std::string>(unique.begin(), unique.end());
-       }},
-  }, /*validated=*/true);
+  static NamedRegistry<CheckpointingPolicy> r(
+      "strategy.checkpointing.policy", "policy",
+      {
+          {"none",
+           [](int64_t, int64_t, const CheckpointingConfig&) { return std::vector<std::string>{}; }},
+          {"full", [](int64_t, int64_t,
+                      const CheckpointingConfig&) { return std::vector<std::string>{""}; }},
+          {"every_k",
+           [](int64_t i, int64_t, const CheckpointingConfig& cfg) {
+             return i % cfg.k == 0 ? std::vector<std::string>{""} : std::vector<std::string>{};
+           }},
+          {"selective",
+           [](int64_t, int64_t, const CheckpointingConfig& cfg) {
+             // A target named twice is wrapped once.
+             const std::set<std::string> unique(cfg.targets.begin(), cfg.targets.end());
+             return std::vector<std::string>(unique.begin(), unique.end());
+           }},
+      },
+      /*validated=*/true);
   return r;
 }
 

@@ -6,7 +6,6 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
-
 #include <unistd.h>
 
 #include <atomic>
@@ -90,10 +89,10 @@ at::Tensor page_locked_bytes(int64_t bytes) {
   // One page more than locked, so that the locked range can start on a page boundary.
   const int64_t room = (bytes + page - 1) / page * page + page;
   at::Tensor backing = at::empty({room}, at::TensorOptions().dtype(at::kByte));
-  const PageSpan span =
-      page_span(reinterpret_cast<uintptr_t>(backing.data_ptr()), bytes, page);
+  const PageSpan span = page_span(reinterpret_cast<uintptr_t>(backing.data_ptr()), bytes, page);
   uint8_t* start = backing.data_ptr<uint8_t>() + span.skip;
-  C10_CUDA_CHECK(cudaHostRegister(start, static_cast<size_t>(span.locked), cudaHostRegisterDefault));
+  C10_CUDA_CHECK(
+      cudaHostRegister(start, static_cast<size_t>(span.locked), cudaHostRegisterDefault));
   return at::from_blob(
       start, {bytes},
       [backing](void* p) {

@@ -8,13 +8,14 @@ namespace frugal {
 namespace {
 
 NamedRegistry<PrecisionSpec>& precisions() {
-  static NamedRegistry<PrecisionSpec> r("strategy.precision", "precision",
-                                        {
-                                            {"fp32", {false, c10::ScalarType::Float, false}},
-                                            {"bf16-mixed", {true, c10::ScalarType::BFloat16, false}},
-                                            {"fp16-mixed", {true, c10::ScalarType::Half, true}},
-                                        },
-                                        /*validated=*/true);
+  static NamedRegistry<PrecisionSpec> r(
+      "strategy.precision", "precision",
+      {
+          {"fp32", {false, c10::ScalarType::Float, false}},
+          {"bf16-mixed", {true, c10::ScalarType::BFloat16, false}},
+          {"fp16-mixed", {true, c10::ScalarType::Half, true}},
+      },
+      /*validated=*/true);
   return r;
 }
 

@@ -13,8 +13,8 @@
 #include "frugal/data/loader.h"
 #include "frugal/distributed/communicator.h"
 #include "frugal/distributed/env.h"
-#include "frugal/distributed/zero_sharding.h"
 #include "frugal/distributed/sharded_state.h"
+#include "frugal/distributed/zero_sharding.h"
 #include "frugal/engine/device.h"
 #include "frugal/engine/state.h"
 #include "frugal/io/atomic_file.h"
@@ -88,9 +88,7 @@ struct Trainer::Impl {
   }
 
   // The sharded modes (zero1/2/3) write sharded checkpoints; null for the others.
-  dist::ZeroSharding* fsdp() {
-    return dynamic_cast<dist::ZeroSharding*>(&engine->sharding());
-  }
+  dist::ZeroSharding* fsdp() { return dynamic_cast<dist::ZeroSharding*>(&engine->sharding()); }
 
   // Data parallel ranks hold the same state: rank 0 writes it, the others wait for it.
   // Sharded ranks each write their own shard.

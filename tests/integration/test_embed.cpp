@@ -3,7 +3,6 @@
 // with checkpointing and accumulation (its own loop: Engine::forward_backward, then
 // optimizer_step), which must end where the one-process run with the same strategy ends.
 #include <catch2/catch.hpp>
-
 #include <regex>
 
 #include "multiproc/multiproc.h"
@@ -42,8 +41,9 @@ TEST_CASE("examples/embed builds against the installed package and trains", "[in
 
   // The same loop under zero3 at world 2, with full checkpointing and accumulation 2, against
   // one process with the same checkpointing and accumulation.
-  const std::string strategy = "optim: {type: adamw, lr: 0.01}\n"
-                               "strategy: {accumulation: 2, checkpointing: full";
+  const std::string strategy =
+      "optim: {type: adamw, lr: 0.01}\n"
+      "strategy: {accumulation: 2, checkpointing: full";
   test::write_text(dir / "one.yaml", strategy + "}\n");
   test::write_text(dir / "zero3.yaml", strategy + ", sharding: zero3}\n");
   auto last_loss = [](const std::string& out) {
@@ -51,11 +51,12 @@ TEST_CASE("examples/embed builds against the installed package and trains", "[in
     REQUIRE(std::regex_search(out, m, std::regex(R"(last loss (\S+))")));
     return std::stod(m[1].str());
   };
-  auto one = test::run_command(build + "/embed_example " + test::quote((dir / "one.yaml").string()));
+  auto one =
+      test::run_command(build + "/embed_example " + test::quote((dir / "one.yaml").string()));
   INFO(one.out << one.err);
   REQUIRE(one.exit_code == 0);
-  auto job = test::launch(2, test::quote(build + "/embed_example") + " " +
-                                 test::quote((dir / "zero3.yaml").string()));
+  auto job = test::launch(
+      2, test::quote(build + "/embed_example") + " " + test::quote((dir / "zero3.yaml").string()));
   INFO(job.out << job.err);
   REQUIRE(job.exit_code == 0);
   CHECK_THAT(job.out + job.err, Catch::Contains("zero3"));

@@ -3,7 +3,6 @@
 // another path, its binaries load that torch and the bundle's own libraries, carry no absolute
 // RUNPATH, and its CPU tests, a training run and the GPU check's CPU dry run pass from there.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -37,11 +36,13 @@ std::map<std::string, std::string> loaded_libraries(const std::string& ld_debug_
 
 }  // namespace
 
-TEST_CASE("the GPU bundle runs relocated, with torch from another venv", "[integration][bundle][slow]") {
+TEST_CASE("the GPU bundle runs relocated, with torch from another venv",
+          "[integration][bundle][slow]") {
   test::TempDir dir("frugal-bundle");
   const fs::path built = dir / "built", bundle = dir / "elsewhere" / "gpu bundle";
   must("bash " + test::quote((test::source_dir() / "tools/gpu/bundle.sh").string()) +
-       " --build-dir " + test::quote(test::binary_dir().string()) + " -o " + test::quote(built.string()));
+       " --build-dir " + test::quote(test::binary_dir().string()) + " -o " +
+       test::quote(built.string()));
   const std::string manifest = test::read_text(built / "MANIFEST");
   INFO(manifest);
   CHECK_THAT(manifest, Catch::Contains("torch: 2.11.0"));
@@ -56,13 +57,15 @@ TEST_CASE("the GPU bundle runs relocated, with torch from another venv", "[integ
   CHECK(bytes <= 48ll << 20);
 
   // A second venv whose site-packages are links to the first's: the same torch, another path.
-  auto site = must(test::python() + " -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)), end=\"\")'");
+  auto site = must(
+      test::python() +
+      " -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)), end=\"\")'");
   const fs::path venv = dir / "venv2";
   must(test::python() + " -m venv --without-pip " + test::quote(venv.string()));
   auto site2 = must(test::quote((venv / "bin/python").string()) +
                     " -c 'import site; print(site.getsitepackages()[0], end=\"\")'");
-  must("cp -al " + test::quote(site.out) + "/. " + test::quote(site2.out) + "/ 2>/dev/null || cp -as " +
-       test::quote(site.out) + "/. " + test::quote(site2.out) + "/");
+  must("cp -al " + test::quote(site.out) + "/. " + test::quote(site2.out) +
+       "/ 2>/dev/null || cp -as " + test::quote(site.out) + "/. " + test::quote(site2.out) + "/");
   const std::string env = "PATH=" + test::quote((venv / "bin").string()) + ":\"$PATH\" ";
   const std::string run = test::quote((bundle / "run").string());
 
@@ -72,7 +75,8 @@ TEST_CASE("the GPU bundle runs relocated, with torch from another venv", "[integ
 
   // No absolute RUNPATH / RPATH in any of the bundle's binaries or libraries.
   auto paths = must("for f in " + test::quote((bundle / "bin").string()) + "/* " +
-                    test::quote((bundle / "lib").string()) + "/*; do readelf -d \"$f\" | grep -E 'R(UN)?PATH' || true; done");
+                    test::quote((bundle / "lib").string()) +
+                    "/*; do readelf -d \"$f\" | grep -E 'R(UN)?PATH' || true; done");
   INFO(paths.out);
   CHECK(paths.out.find("[$ORIGIN") != std::string::npos);
   CHECK_FALSE(std::regex_search(paths.out, std::regex(R"(R(UN)?PATH\)[^\[]*\[[^$])")));
@@ -98,8 +102,8 @@ TEST_CASE("the GPU bundle runs relocated, with torch from another venv", "[integ
   CHECK_THAT(tests.out, Catch::Contains("All tests passed"));
   // A training run from the copy.
   const fs::path runs = dir / "runs";
-  must(env + run + " bin/frugal train configs/tiny-gpt.yaml --set run.dir=" + test::quote(runs.string()) +
-       " --set train.progress=none --set generate.tokens=0");
+  must(env + run + " bin/frugal train configs/tiny-gpt.yaml --set run.dir=" +
+       test::quote(runs.string()) + " --set train.progress=none --set generate.tokens=0");
   CHECK(fs::exists(runs / "tiny-gpt" / "metrics.jsonl"));
 
   // The GPU check's dry run on this CPU, from the copy: every row passes or says why it skipped.

@@ -135,10 +135,11 @@ TEST_CASE("Python reads the .pt, safetensors and checkpoint files C++ writes", "
 
 TEST_CASE("load_tensors reads a dict of tensors saved by Python's torch.save", "[io][python]") {
   ScratchDir dir;
-  const std::string script = (frugal::test::source_dir() / "tests/python/write_state_dict.py").string();
-  std::string command = fmt::format("'{}' '{}' '{}' '{}' > '{}' 2>&1", frugal::test::python(), script,
-                                    (dir / "plain.pt").string(), (dir / "ordered.pt").string(),
-                                    (dir / "out.txt").string());
+  const std::string script =
+      (frugal::test::source_dir() / "tests/python/write_state_dict.py").string();
+  std::string command = fmt::format("'{}' '{}' '{}' '{}' > '{}' 2>&1", frugal::test::python(),
+                                    script, (dir / "plain.pt").string(),
+                                    (dir / "ordered.pt").string(), (dir / "out.txt").string());
   int rc = run(command);
   INFO("write_state_dict.py said:\n" << io::read_file(dir / "out.txt"));
   REQUIRE(rc == 0);

@@ -1,7 +1,5 @@
 #include "support/helpers.h"
 
-#include "frugal/io/remove_tree.h"
-
 #include <unistd.h>
 
 #include <atomic>
@@ -10,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+
+#include "frugal/io/remove_tree.h"
 
 namespace fs = std::filesystem;
 

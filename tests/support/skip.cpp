@@ -4,7 +4,6 @@
 // The listener base class is behind this switch in Catch2 v2.
 #define CATCH_CONFIG_EXTERNAL_INTERFACES
 #include <catch2/catch.hpp>
-
 #include <iostream>
 
 namespace frugal::test {
@@ -46,4 +45,3 @@ int exit_code_with_skips(int catch_result) {
 }
 
 }  // namespace frugal::test
-

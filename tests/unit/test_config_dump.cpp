@@ -89,8 +89,8 @@ TEST_CASE("config: to_yaml lists every section and the keys the chosen types rea
   CHECK(text.find("  synthetic_samples: 4096\n") != std::string::npos);
   // Not read by a GPT on synthetic data: the MLP's and the ConvNet's sizes, free options for
   // user models, the file-based data types' keys.
-  for (const char* absent : {"  hidden:", "  channels:", "  in_features:", "  options:",
-                             "  path:", "  labels_path:", "  token_format:"})
+  for (const char* absent : {"  hidden:", "  channels:", "  in_features:", "  options:", "  path:",
+                             "  labels_path:", "  token_format:"})
     CHECK(text.find(absent) == std::string::npos);
   Config mlp;
   mlp.model.type = "mlp";

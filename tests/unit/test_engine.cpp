@@ -1,4 +1,6 @@
 #include <ATen/ATen.h>
+#include <torch/optim/sgd.h>
+
 #include <catch2/catch.hpp>
 
 #include "frugal/engine/engine.h"
@@ -7,8 +9,6 @@
 #include "frugal/optim/clip.h"
 #include "frugal/optim/optimizer.h"
 #include "frugal/util/error.h"
-
-#include <torch/optim/sgd.h>
 
 using namespace frugal;
 
@@ -23,9 +23,8 @@ std::vector<at::Tensor> grads_after(const std::shared_ptr<Model>& model, const B
   Engine engine(EngineOptions{sc, 0.0});
   engine.setup(model, std::make_shared<torch::optim::SGD>(model->parameters(),
                                                           torch::optim::SGDOptions(0.0)));
-  engine.forward_backward(batch, [&](const Batch& mb) {
-    return model->loss_sum(model->forward(mb.x), mb.y);
-  });
+  engine.forward_backward(
+      batch, [&](const Batch& mb) { return model->loss_sum(model->forward(mb.x), mb.y); });
   std::vector<at::Tensor> out;
   for (const auto& p : model->parameters()) out.push_back(p.grad().clone());
   engine.optimizer_step();
@@ -142,8 +141,8 @@ TEST_CASE("forward_backward + optimizer_step is step(), and gradients can be edi
     }
   }
   at::manual_seed(4);
-  const at::Tensor first_before = std::make_shared<Mlp>(6, std::vector<int64_t>{16}, 3)
-                                      ->parameters().front().detach().clone();
+  const at::Tensor first_before =
+      std::make_shared<Mlp>(6, std::vector<int64_t>{16}, 3)->parameters().front().detach().clone();
   const auto [p2, l2, n2] = run(2, "fp32");
   CHECK(at::equal(p2.front(), first_before));  // edited to zero: not moved
   const auto [p0, l0, n0] = run(0, "fp32");
@@ -161,10 +160,12 @@ TEST_CASE("the step's halves refuse to be called out of order", "[unit][engine][
   Batch b{at::randn({4, 6}), at::randint(0, 3, {4}, at::kLong)};
   auto loss_fn = [&](const Batch& mb) { return model->loss_sum(model->forward(mb.x), mb.y); };
   engine.forward_backward(b, loss_fn);
-  CHECK_THROWS_WITH(engine.forward_backward(b, loss_fn),
-                    "Engine::forward_backward: the previous step's optimizer_step() was not called");
-  CHECK_THROWS_WITH(engine.step(b, loss_fn),
-                    "Engine::forward_backward: the previous step's optimizer_step() was not called");
+  CHECK_THROWS_WITH(
+      engine.forward_backward(b, loss_fn),
+      "Engine::forward_backward: the previous step's optimizer_step() was not called");
+  CHECK_THROWS_WITH(
+      engine.step(b, loss_fn),
+      "Engine::forward_backward: the previous step's optimizer_step() was not called");
   engine.optimizer_step();
   CHECK(engine.step(b, loss_fn).step == 2);
 }

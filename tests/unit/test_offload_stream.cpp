@@ -3,10 +3,10 @@
 // (markers, side-stream copies, waits), the handover of ready gradients to the host thread,
 // the page arithmetic of page-locked memory and the layout of the one host buffer.
 #include <ATen/ATen.h>
-#include <catch2/catch.hpp>
 #include <torch/optim/sgd.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -118,7 +118,8 @@ TEST_CASE("offload's masters and gradients share one host buffer, 64-byte aligne
   CHECK(offload.host_bytes() <= expected);
   CHECK(expected - offload.host_bytes() <= 63 * tensors);
   std::sort(spans.begin(), spans.end());
-  for (size_t i = 1; i < spans.size(); ++i) CHECK(spans[i - 1].first + spans[i - 1].second <= spans[i].first);
+  for (size_t i = 1; i < spans.size(); ++i)
+    CHECK(spans[i - 1].first + spans[i - 1].second <= spans[i].first);
 }
 
 TEST_CASE("a plain offloaded step: mark, copies in after it, host step, copies back, then a wait",
@@ -178,14 +179,15 @@ TEST_CASE("the pipelined step hands ready gradients to the host thread once each
         CHECK(marks[e[i].after].second != e[i].thread);
       }
     }
-    if (e[i].kind == os::TraceEvent::kSideStream && !e[i].wait_host) copies_back.insert(e[i].marker);
+    if (e[i].kind == os::TraceEvent::kSideStream && !e[i].wait_host)
+      copies_back.insert(e[i].marker);
     if (e[i].kind == os::TraceEvent::kWait) {
       CHECK(e[i].thread == main_thread);
       waited.insert(e[i].marker);
     }
   }
-  CHECK(copies_in == 4);      // three hand-overs with something new, and finish's rest
-  CHECK(on_host_thread == 3); // the hand-overs, stepped by the host thread
+  CHECK(copies_in == 4);       // three hand-overs with something new, and finish's rest
+  CHECK(on_host_thread == 3);  // the hand-overs, stepped by the host thread
   CHECK(copies_back.size() == 4);
   CHECK(waited == copies_back);
   CHECK(e.back().kind == os::TraceEvent::kWait);

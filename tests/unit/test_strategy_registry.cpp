@@ -2,9 +2,9 @@
 // the built-in ones. (Each CTest case runs in its own process, so registrations here do not
 // leak into other tests' expected error messages.)
 #include <ATen/ATen.h>
-#include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 
 #include "frugal/config/load.h"
 #include "frugal/config/named_registry.h"
@@ -86,10 +86,12 @@ TEST_CASE("a registered sharding strategy drives the engine's step hooks", "[uni
 TEST_CASE("one registry shape serves every named choice", "[unit][strategy]") {
   NamedRegistry<int> checked("strategy.precision", "precision", {{"fp32", 1}}, /*validated=*/true);
   CHECK(checked.get("fp32") == 1);
-  CHECK_THROWS_WITH(checked.get("fp8"), "strategy.precision: unknown precision 'fp8' (known: fp32)");
+  CHECK_THROWS_WITH(checked.get("fp8"),
+                    "strategy.precision: unknown precision 'fp8' (known: fp32)");
   // Adding a name to a validated key makes YAML accept it; a name taken is refused.
   checked.add("fp8-test", 2);
-  CHECK_THROWS_WITH(checked.add("fp8-test", 3), "strategy.precision: 'fp8-test' is already a precision");
+  CHECK_THROWS_WITH(checked.add("fp8-test", 3),
+                    "strategy.precision: 'fp8-test' is already a precision");
   CHECK(checked.get("fp8-test") == 2);
   CHECK(checked.names() == std::vector<std::string>{"fp32", "fp8-test"});
   const auto accepted = strategy_names("strategy.precision");
@@ -108,5 +110,6 @@ TEST_CASE("one registry shape serves every named choice", "[unit][strategy]") {
   ModelConfig mc;
   mc.type = "nope";
   CHECK_THROWS_WITH(make_model(mc), Catch::StartsWith("model.type: unknown model 'nope' (known: "));
-  CHECK_THROWS_WITH(Precision("fp7"), Catch::StartsWith("strategy.precision: unknown precision 'fp7'"));
+  CHECK_THROWS_WITH(Precision("fp7"),
+                    Catch::StartsWith("strategy.precision: unknown precision 'fp7'"));
 }

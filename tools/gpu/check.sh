@@ -234,11 +234,8 @@ if [ $dev = cpu ]; then
   row "peak allocated vs PyTorch" "skipped (no CUDA)" - - "CPU peaks: bench/strategies"
 elif train mem "${mem_set[@]}" --set memory.record_history=true; then
   f_peak=$("$py" -c "import json; print(max(json.loads(l).get('mem_allocated_peak_bytes', 0) for l in open('$OUT/metrics-mem.jsonl')))")
-  model_json=$(x bin/frugal config show configs/tiny-gpt.yaml "${mem_set[@]}" | awk '
-    /^model:/ {m=1; next} /^[a-z]/ {m=0}
-    m && $1 ~ /^(vocab_size|block_size|n_layer|n_head|n_embd|dropout|bias):$/ { k=substr($1, 1, length($1)-1); v[k]=$2 }
-    END { printf "{\"vocab_size\": %s, \"block_size\": %s, \"n_layer\": %s, \"n_head\": %s, \"n_embd\": %s, \"dropout\": 0.0, \"bias\": %s}",
-          v["vocab_size"], v["block_size"], v["n_layer"], v["n_head"], v["n_embd"], v["bias"] }')
+  model_json=$(x bin/frugal config show "${base[@]}" "${mem_set[@]}" |
+    awk -f bench/gpu/model_json.awk)
   j=$(compare memory "$model_json" 8 3)
   p_peak=$(field "$j" '["peak_bytes"]')
   row "peak allocated vs PyTorch (GPT-2 124M, T 256, B 8, fp32)" "$(verdict "abs($f_peak / $p_peak - 1) <= 0.05")" \

@@ -26,7 +26,9 @@ class NamedRegistry {
   // in messages ("precision"); `validated`: whether config validation checks that key's names.
   NamedRegistry(std::string key, std::string what, std::map<std::string, Entry> builtins,
                 bool validated)
-      : key_(std::move(key)), what_(std::move(what)), entries_(std::move(builtins)),
+      : key_(std::move(key)),
+        what_(std::move(what)),
+        entries_(std::move(builtins)),
         validated_(validated) {}
 
   void add(const std::string& name, Entry entry) {

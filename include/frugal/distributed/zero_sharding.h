@@ -15,7 +15,7 @@
 // blocks merged up to unit_mb (wrap: size); every other parameter belongs to the root unit,
 // gathered from the start of each forward to the end of its backward. Each unit's parameters
 // of one optimizer group (weight decay or not) are flattened into one buffer, padded and
-// split evenly (distributed/flat_param.h); the optimizer's parameter groups are given the shards.
+// split evenly (distributed/flat_param.h); the optimizer's parameter groups get the shards.
 //
 // Mixed precision: param_dtype is the dtype the parameters are gathered and computed in,
 // reduce_dtype the one gradients are summed in; shards and optimizer state keep the
@@ -66,8 +66,8 @@ class ZeroSharding final : public Sharding {
   bool reduces_gradients() const override { return true; }
   void set_full_parameters(bool full) override;
 
-  // Sharded checkpoints (distributed/sharded_state.h). The layout of this rank's flat buffers; this
-  // rank's shards of the parameters and of their optimizer state ("<flat>/<kind>", on the CPU);
+  // Sharded checkpoints (distributed/sharded_state.h). The layout of this rank's flat buffers;
+  // this rank's shards of the parameters and of their optimizer state ("<flat>/<kind>", on the CPU);
   // the model parameters they hold (the rest of the model is saved whole).
   // `holder` maps a shard to the tensor the optimizer keeps its state under (optimizer
   // offload's host master); identity by default.

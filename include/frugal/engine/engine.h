@@ -1,7 +1,7 @@
 // The composition point: one optimizer step over a batch, readable top to bottom
-// (docs/architecture.md, "The step"). The batch is split into `accumulation` micro-batches; each micro-batch's
-// loss *sum* is divided by the target count of the whole step, so the gradients equal those
-// of one large batch whatever the accumulation.
+// (docs/architecture.md, "The step"). The batch is split into `accumulation` micro-batches;
+// each micro-batch's loss *sum* is divided by the target count of the whole step, so the
+// gradients equal those of one large batch whatever the accumulation.
 //
 //   step_targets = sharding.sum_across_ranks(targets of this rank's batch)
 //   for each micro-batch i of k:

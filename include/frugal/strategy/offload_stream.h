@@ -45,7 +45,7 @@ PageSpan page_span(uintptr_t address, int64_t bytes, int64_t page_size);
 // twice the host memory. The memory comes from the CPU allocator (frugal's tracking counts it).
 at::Tensor page_locked_bytes(int64_t bytes);
 
-// The calls above in the order they happened, for tests (tests/unit/test_offload.cpp).
+// The calls above in the order they happened, for tests (tests/unit/test_offload_stream.cpp).
 struct TraceEvent {
   enum Kind { kMark, kSideStream, kWait } kind;
   int64_t marker;  // the marker made (kMark, kSideStream: its end) or waited for (kWait)

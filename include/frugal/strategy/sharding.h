@@ -12,9 +12,9 @@
 //   grad_norm_squared(params)           the global norm, whichever rank holds what
 //   optimizer step; after_optimizer_step(stepped); zero_grad(optimizer)
 //
-// `none` is the single-process strategy (and the base class's behaviour); distributed/ddp.h holds
-// data parallelism, distributed/zero_sharding.h the sharded modes. Implementations own the communicator
-// they were given.
+// `none` is the single-process strategy (and the base class's behaviour); distributed/ddp.h
+// holds data parallelism, distributed/zero_sharding.h the sharded modes. Implementations own
+// the communicator they were given.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -68,7 +68,7 @@ class Sharding {
   // Whether this process logs and writes shared files (rank 0).
   virtual bool is_main() const { return true; }
   // What the engine asks instead of comparing names or types:
-  // - whether gradients live in buffers this strategy owns (DDP's buckets, FSDP's flat
+  // - whether gradients live in buffers this strategy owns (DDP's buckets, ZeRO's flat
   //   gradients), which must be zeroed in place and never dropped;
   // - whether gradients are reduced across ranks after backward writes them, so that a
   //   gradient is final only when the strategy says so (notify_final_gradients), not when

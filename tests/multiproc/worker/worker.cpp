@@ -8,7 +8,6 @@
 //   frugal_dist_worker stuck            rank 1 skips a collective: the others must time out
 //   frugal_dist_worker env              prints this rank's RankInfo as JSON
 #include <ATen/ATen.h>
-#include <nlohmann/json.hpp>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/adamw.h>
@@ -16,14 +15,15 @@
 
 #include <cmath>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "frugal/distributed/communicator.h"
 #include "frugal/distributed/ddp.h"
 #include "frugal/distributed/zero_sharding.h"
+#include "frugal/engine/engine.h"
 #include "frugal/models/registry.h"
 #include "frugal/optim/optimizer.h"
-#include "frugal/engine/engine.h"
 #include "frugal/util/error.h"
 
 using namespace frugal;
@@ -328,7 +328,8 @@ int zero() {
     Run run = build(sc, comm);
     auto& f = dynamic_cast<dist::ZeroSharding&>(run.engine->sharding());
     const int64_t per_rank = global / n;
-    for (int64_t s = 0; s < steps; ++s) run.engine->step(batch(s, r * per_rank, per_rank), loss_of(run));
+    for (int64_t s = 0; s < steps; ++s)
+      run.engine->step(batch(s, r * per_rank, per_rank), loss_of(run));
     peak = f.peak_gathered_bytes();
     units = f.unit_count();
     FullParameters full(f);
