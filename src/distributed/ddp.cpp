@@ -4,12 +4,11 @@
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
-#include <torch/csrc/autograd/utils/lambda_post_hook.h>
-#include <torch/csrc/autograd/variable.h>
 
 #include <map>
 #include <mutex>
 
+#include "frugal/strategy/gradient_hooks.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
 
@@ -28,8 +27,7 @@ struct DataParallel::State {
   std::vector<int64_t> bucket_of;  // per parameter
   std::vector<char> reported;      // per parameter, this backward
   std::vector<Bucket> buckets;
-  // Keeping the accumulators alive keeps the hooks registered on them.
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  GradientHooks hooks;  // on_gradient after each parameter's accumulation
   std::mutex mutex;
   bool sync = true;
   int64_t next_launch = 0;
@@ -147,16 +145,9 @@ void DataParallel::setup(const ShardingSetup& setup) {
   }
   // 3. A hook after each parameter's gradient accumulation counts its bucket down.
   std::weak_ptr<State> weak = state_;
-  for (size_t i = 0; i < s.params.size(); ++i) {
-    auto acc = torch::autograd::impl::grad_accumulator(s.params[i]);
-    acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [weak, i](const torch::autograd::variable_list& outputs,
-                  const torch::autograd::variable_list&) {
-          if (auto state = weak.lock()) state->on_gradient(static_cast<int64_t>(i));
-          return outputs;
-        }));
-    s.accumulators.push_back(std::move(acc));
-  }
+  s.hooks = GradientHooks(s.params, [weak](size_t i) {
+    if (auto state = weak.lock()) state->on_gradient(static_cast<int64_t>(i));
+  });
   log::info(fmt::format("sharding ddp: {} ranks ({}), {} parameters in {} buckets of <= {} MiB",
                         comm_->size(), comm_->backend(), s.params.size(), s.buckets.size(),
                         bucket_mb_));

@@ -3,8 +3,6 @@
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <fmt/format.h>
-#include <torch/csrc/autograd/utils/lambda_post_hook.h>
-#include <torch/csrc/autograd/variable.h>
 
 #include <mutex>
 #include <unordered_map>
@@ -16,6 +14,7 @@
 #include "frugal/models/unit.h"
 #include "frugal/optim/clip.h"
 #include "frugal/optim/param_state.h"
+#include "frugal/strategy/gradient_hooks.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
 
@@ -68,7 +67,7 @@ struct ZeroSharding::State {
   std::vector<size_t> launch_order; // backward order: last block first, the root last
   std::vector<size_t> unit_of_param;  // per hooked parameter
   std::vector<char> reported;         // per hooked parameter, this backward
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // keep the hooks alive
+  GradientHooks hooks;                // on_gradient after each parameter's accumulation
   std::recursive_mutex mutex;
   bool sync = true;          // this micro-step's gradients are reduced
   bool pinned_full = false;  // set_full_parameters(true)
@@ -328,23 +327,19 @@ void ZeroSharding::setup(const ShardingSetup& setup) {
   }
 
   // 5. A hook after each parameter's gradient accumulation counts its unit down.
-  std::weak_ptr<State> weak = state_;
+  std::vector<at::Tensor> hooked;
   for (size_t u = 0; u < s.units.size(); ++u) {
     for (size_t f : s.units[u].flats) {
       for (const at::Tensor& p : s.flats[f].params) {
-        const size_t index = s.unit_of_param.size();
         s.unit_of_param.push_back(u);
-        auto acc = torch::autograd::impl::grad_accumulator(p);
-        acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-            [weak, index](const torch::autograd::variable_list& outputs,
-                          const torch::autograd::variable_list&) {
-              if (auto state = weak.lock()) state->on_gradient(index);
-              return outputs;
-            }));
-        s.accumulators.push_back(std::move(acc));
+        hooked.push_back(p);
       }
     }
   }
+  std::weak_ptr<State> weak = state_;
+  s.hooks = GradientHooks(hooked, [weak](size_t index) {
+    if (auto state = weak.lock()) state->on_gradient(index);
+  });
   s.reported.assign(s.unit_of_param.size(), 0);
 
   // 6. zero3: whole parameters exist only around their unit's forward and backward.

@@ -2,18 +2,15 @@
 
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
-#include <torch/csrc/autograd/utils/lambda_post_hook.h>
-#include <torch/csrc/autograd/variable.h>
 
-#include <atomic>
 #include <chrono>
 #include <cmath>
 
-#include "frugal/distributed/zero_sharding.h"
 #include "frugal/engine/sharding_registry.h"
 #include "frugal/models/model.h"
 #include "frugal/optim/clip.h"
 #include "frugal/optim/fused_adam.h"
+#include "frugal/strategy/offload.h"
 #include "frugal/optim/optimizer.h"
 #include "frugal/strategy/checkpointing.h"
 #include "frugal/util/error.h"
@@ -69,13 +66,7 @@ void Engine::setup(std::shared_ptr<torch::nn::Module> model,
   // Then sharding, outside checkpointing.
   if (!sharding_) sharding_ = make_sharding(options_.strategy.sharding, comm_);
   const OffloadConfig& offload = options_.strategy.offload;
-  if (offload.params) {
-    auto* zero = dynamic_cast<dist::ZeroSharding*>(sharding_.get());
-    if (zero == nullptr || zero->stage() != 3) {
-      throw Error("strategy.offload.params: needs strategy.sharding.mode zero3");
-    }
-    zero->set_offload_params(offload.pin_memory);
-  }
+  if (offload.params) sharding_->set_offload_params(offload.pin_memory);  // zero3's
   sharding_->setup(ShardingSetup{*model_, *optimizer_, block_lists_});
   // What the optimizer steps: the model's parameters, or this rank's shards of them; their
   // gradients are unscaled and clipped where they are.
@@ -83,46 +74,16 @@ void Engine::setup(std::shared_ptr<torch::nn::Module> model,
   for (const auto& group : optimizer_->param_groups()) {
     params_.insert(params_.end(), group.params().begin(), group.params().end());
   }
-  // Then the optimizer moves to the host (offload.params already keeps its shards there).
-  if (offload.optimizer && !offload.params) {
-    offload_ = std::make_shared<OptimizerOffload>(*optimizer_, offload.pin_memory);
-    if (!sharding_->reduces_gradients()) watch_gradients_for_pipeline();
-  }
+  // Then where the update runs (offload.optimizer moves the optimizer to the host).
+  update_ = make_optimizer_update(offload, *optimizer_);
 }
 
-struct Engine::PipelineHooks {
-  std::atomic<bool> armed{false};
-  std::weak_ptr<OptimizerOffload> offload;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // keep the hooks alive
-};
+void Engine::reload_parameters() { update_->reload_from_device(); }
 
-void Engine::watch_gradients_for_pipeline() {
-  pipeline_hooks_ = std::make_shared<PipelineHooks>();
-  pipeline_hooks_->offload = offload_;
-  std::weak_ptr<PipelineHooks> weak = pipeline_hooks_;
-  for (const at::Tensor& p : params_) {
-    if (!p.requires_grad()) continue;
-    auto acc = torch::autograd::impl::grad_accumulator(p);
-    at::Tensor param = p;
-    acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [weak, param](const torch::autograd::variable_list& outputs,
-                      const torch::autograd::variable_list&) {
-          auto hooks = weak.lock();
-          if (hooks && hooks->armed.load()) {
-            if (auto offload = hooks->offload.lock()) offload->ready({param});
-          }
-          return outputs;
-        }));
-    pipeline_hooks_->accumulators.push_back(std::move(acc));
-  }
-}
+at::Tensor Engine::optimizer_param(const at::Tensor& p) const { return update_->master_of(p); }
 
-void Engine::reload_parameters() {
-  if (offload_) offload_->reload_from_device();
-}
-
-at::Tensor Engine::optimizer_param(const at::Tensor& p) const {
-  return offload_ ? offload_->master_of(p) : p;
+const OptimizerOffload* Engine::offload() const {
+  return dynamic_cast<const OptimizerOffload*>(update_.get());
 }
 
 StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
@@ -148,15 +109,15 @@ StepStats Engine::run_backward(const Batch& batch, const LossFn& loss_sum_fn, bo
   // Exact integers in a double up to 2^53: the divisor is the whole job's target count.
   const double step_targets = sharding_->sum_across_ranks(static_cast<double>(stats.targets));
 
-  // Offload's pipeline: nothing needs every gradient before the step (no clipping, no loss
-  // scaling, no caller reading them), so the host steps each parameter as soon as its
-  // gradient is final. The learning rate is set first.
-  const bool pipelined = allow_pipeline && offload_ && options_.clip_grad_norm <= 0.0 &&
-                         precision_.scaler() == nullptr;
+  // The update may overlap backward when nothing needs every gradient before it (no
+  // clipping, no loss scaling, no caller reading them): each parameter is updated as soon as
+  // its gradient is final. The learning rate is set first.
+  const bool pipelined = allow_pipeline && update_->overlaps_backward() &&
+                         options_.clip_grad_norm <= 0.0 && precision_.scaler() == nullptr;
   pending_.pipelined = pipelined;
   if (pipelined) {
     stats.lr = set_step_learning_rate();
-    offload_->begin_pipeline(*optimizer_);
+    update_->begin_pipeline(*optimizer_);
   }
 
   // 1. Forward (under the precision's autocast) and backward over the micro-batches;
@@ -168,14 +129,10 @@ StepStats Engine::run_backward(const Batch& batch, const LossFn& loss_sum_fn, bo
     const Batch& micro = micro_batches[i];
     sharding_->begin_micro_step(i, k);
     if (pipelined && i == k - 1) {
-      if (pipeline_hooks_) {
-        pipeline_hooks_->armed = true;
-      } else {
-        std::weak_ptr<OptimizerOffload> weak = offload_;
-        sharding_->notify_final_gradients([weak](const std::vector<at::Tensor>& params) {
-          if (auto offload = weak.lock()) offload->ready(params);
-        });
-      }
+      std::weak_ptr<OptimizerUpdate> weak = update_;
+      sharding_->notify_final_gradients([weak](const std::vector<at::Tensor>& params) {
+        if (auto update = weak.lock()) update->ready(params);
+      });
     }
     at::Tensor loss;
     {
@@ -186,7 +143,6 @@ StepStats Engine::run_backward(const Batch& batch, const LossFn& loss_sum_fn, bo
     loss_sum = loss_sum.defined() ? loss_sum + loss.detach() : loss.detach();
   }
   sharding_->finish_gradients();
-  if (pipeline_hooks_) pipeline_hooks_->armed = false;
   stats.loss = sharding_->sum_across_ranks(loss_sum.item<double>());
 
   // 2. Unscale once (fp16). Sharded ranks see different gradients: they agree on one verdict
@@ -233,16 +189,12 @@ StepStats Engine::optimizer_step() {
   // 4. The update; a step with non-finite gradients is skipped (fp16: the scaler backs off).
   if (!pipelined) stats.lr = set_step_learning_rate();
   if (pipelined) {
-    // Waits for the host thread and steps what it was not handed. Non-finite gradients
-    // cannot be skipped here: their parameters may have been stepped during backward.
-    offload_->finish_pipeline();
+    // Waits for what ran during backward and updates the rest. Non-finite gradients cannot
+    // be skipped here: their parameters may have been updated already.
+    update_->finish_pipeline();
     stats.skipped = !finite;
   } else if (finite) {
-    if (offload_) {
-      offload_->step(*optimizer_);
-    } else {
-      optimizer_->step();
-    }
+    update_->step(*optimizer_);
   } else {
     stats.skipped = true;
   }
@@ -250,7 +202,7 @@ StepStats Engine::optimizer_step() {
   sharding_->after_optimizer_step(finite || pipelined);
   precision_.update();
   sharding_->zero_grad(*optimizer_);
-  if (offload_) offload_->zero_device_grads(/*set_to_none=*/!sharding_->owns_gradient_buffers());
+  update_->zero_device_grads(/*set_to_none=*/!sharding_->owns_gradient_buffers());
   ++steps_done_;
 
   stats.step = steps_done_;

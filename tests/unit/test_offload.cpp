@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "frugal/engine/engine.h"
+#include "frugal/strategy/offload.h"
 #include "frugal/models/gpt.h"
 #include "frugal/optim/optimizer.h"
 #include "frugal/util/error.h"

@@ -48,7 +48,7 @@ class ZeroSharding final : public Sharding {
   // strategy.offload.params (zero3): shards, their gradients and the optimizer's state in
   // host memory (pinned when asked and CUDA is present); each unit's shard is copied to the
   // device for its all-gather only. Call before setup().
-  void set_offload_params(bool pin_memory);
+  void set_offload_params(bool pin_memory) override;
   void setup(const ShardingSetup& setup) override;
   void begin_micro_step(int64_t index, int64_t count) override;
   void finish_gradients() override;

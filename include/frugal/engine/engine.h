@@ -31,11 +31,13 @@
 #include "frugal/data/batch.h"
 #include "frugal/distributed/communicator.h"
 #include "frugal/optim/schedule.h"
-#include "frugal/strategy/offload.h"
+#include "frugal/strategy/optimizer_update.h"
 #include "frugal/strategy/precision.h"
 #include "frugal/strategy/sharding.h"
 
 namespace frugal {
+
+class OptimizerOffload;
 
 // Returns the SUM of per-target losses of one micro-batch (e.g. frugal::cross_entropy_sum).
 using LossFn = std::function<at::Tensor(const Batch& micro_batch)>;
@@ -112,10 +114,10 @@ class Engine {
   // The tensor the optimizer steps for `p` (a model parameter or a shard): p itself, or its
   // host master under strategy.offload.optimizer. Optimizer state is kept under it.
   at::Tensor optimizer_param(const at::Tensor& p) const;
-  const OptimizerOffload* offload() const { return offload_.get(); }
+  // strategy.offload.optimizer's step object, for its figures (null when not offloading).
+  const OptimizerOffload* offload() const;
 
  private:
-  void watch_gradients_for_pipeline();
   StepStats run_backward(const Batch& batch, const LossFn& loss_sum_fn, bool allow_pipeline);
   double set_step_learning_rate();  // this step's rate from the schedule (or the optimizer's)
 
@@ -134,11 +136,7 @@ class Engine {
   c10::Device device_{c10::kCPU};
   std::shared_ptr<dist::Communicator> comm_;
   std::shared_ptr<Sharding> sharding_;
-  std::shared_ptr<OptimizerOffload> offload_;
-  // The pipelined offload step under sharding none: hooks on the parameters' gradient
-  // accumulators hand each final gradient over while `armed` (the last micro-step).
-  struct PipelineHooks;
-  std::shared_ptr<PipelineHooks> pipeline_hooks_;
+  std::shared_ptr<OptimizerUpdate> update_;  // where and when the update runs
   std::shared_ptr<torch::nn::Module> model_;
   std::shared_ptr<torch::optim::Optimizer> optimizer_;
   std::shared_ptr<const LrSchedule> schedule_;

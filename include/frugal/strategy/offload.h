@@ -23,43 +23,46 @@
 #include <unordered_map>
 #include <vector>
 
+#include "frugal/strategy/optimizer_update.h"
+
 namespace frugal {
 namespace offload_stream {
 struct Marker;
 }
 
-class OptimizerOffload {
+class OptimizerOffload final : public OptimizerUpdate {
  public:
   // Replaces every parameter of `optimizer`'s groups with a host master copy (before its first
   // step; a stepped optimizer is a frugal::Error).
   OptimizerOffload(torch::optim::Optimizer& optimizer, bool pin_memory);
-  ~OptimizerOffload();
+  ~OptimizerOffload() override;
   OptimizerOffload(const OptimizerOffload&) = delete;
   OptimizerOffload& operator=(const OptimizerOffload&) = delete;
 
   // Copies the gradients to the host, steps `optimizer` there, copies the parameters back.
-  void step(torch::optim::Optimizer& optimizer);
+  void step(torch::optim::Optimizer& optimizer) override;
   // Clears the device gradients (the sharding's zero_grad reaches the optimizer's tensors, the
   // masters, only): in place when a sharding owns them as buffers (DDP's buckets, FSDP's flat
   // gradients), otherwise dropped, so that no gradient stays on the device between steps and
   // backward's first gradient for each parameter is taken over rather than added to zeros.
-  void zero_device_grads(bool set_to_none);
+  void zero_device_grads(bool set_to_none) override;
   // The pipelined step, overlapped with backward (ZeRO-Offload's): between begin_pipeline and
   // finish_pipeline, ready(params) hands over parameters whose gradients are final (reduced);
   // a host thread copies those gradients, steps those masters (the optimizer's groups cut down
   // to them) and copies them back while backward goes on. finish_pipeline waits for it and
   // steps whatever was not handed over. Only valid when nothing needs every gradient before
   // the step (no clipping, no loss scaling): the engine decides.
-  void begin_pipeline(torch::optim::Optimizer& optimizer);
-  void ready(const std::vector<at::Tensor>& device_params);  // from any thread
-  void finish_pipeline();
+  bool overlaps_backward() const override { return true; }
+  void begin_pipeline(torch::optim::Optimizer& optimizer) override;
+  void ready(const std::vector<at::Tensor>& device_params) override;  // from any thread
+  void finish_pipeline() override;
   // Parameters the host thread stepped during the last pipelined backward.
   int64_t pipelined_last_step() const { return pipelined_; }
 
   // After parameters were written on the device outside step() (a resume): masters follow.
-  void reload_from_device();
+  void reload_from_device() override;
   // The host master standing for device tensor `p` in the optimizer (p itself if none).
-  at::Tensor master_of(const at::Tensor& p) const;
+  at::Tensor master_of(const at::Tensor& p) const override;
   // Bytes of host memory the masters and their gradients take (optimizer state apart).
   int64_t host_bytes() const;
   // The one host allocation they live in: each master and gradient at a 64-byte boundary of

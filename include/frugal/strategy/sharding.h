@@ -22,6 +22,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,12 +41,13 @@ class Sharding {
   virtual ~Sharding() = default;
   virtual std::string name() const { return "none"; }
 
-  virtual void setup(const ShardingSetup& setup) { (void)setup; }
+  // `none`: remembers the optimizer's parameters (for notify_final_gradients).
+  virtual void setup(const ShardingSetup& setup);
   virtual void begin_micro_step(int64_t index, int64_t count) {
     (void)index;
     (void)count;
   }
-  virtual void finish_gradients() {}
+  virtual void finish_gradients();
   // v summed over all ranks (the loss divisor: every rank's targets; the logged loss).
   virtual double sum_across_ranks(double v) { return v; }
   // True when `local` is true on any rank (gradient overflow: every rank skips alike).
@@ -55,11 +57,10 @@ class Sharding {
   // Optimizer offload's pipeline: asks to be told, during the coming backward (the last
   // micro-step's), as soon as gradients of parameters the optimizer steps are final (reduced);
   // `ready` gets those parameters, possibly on another thread. Disarmed by finish_gradients.
-  // Returns false when this strategy cannot tell before finish_gradients.
-  virtual bool notify_final_gradients(std::function<void(const std::vector<at::Tensor>&)> ready) {
-    (void)ready;
-    return false;
-  }
+  // Returns false when this strategy cannot tell before finish_gradients. `none`: a gradient
+  // is final once backward has accumulated it (strategy/gradient_hooks.h). A strategy that
+  // overrides this overrides finish_gradients too.
+  virtual bool notify_final_gradients(std::function<void(const std::vector<at::Tensor>&)> ready);
   // After the optimizer's step (stepped = false when it was skipped).
   virtual void after_optimizer_step(bool stepped) { (void)stepped; }
   virtual void zero_grad(torch::optim::Optimizer& optimizer) {
@@ -76,10 +77,18 @@ class Sharding {
   virtual bool owns_gradient_buffers() const { return false; }
   virtual bool reduces_gradients() const { return false; }
 
+  // strategy.offload.params: keep what the optimizer steps on the host, copied to the device
+  // around its use. Call before setup(). Only zero3 can (its shards); the others refuse.
+  virtual void set_offload_params(bool pin_memory);
+
   // Outside the training step (evaluation, generation, saving whole weights): with `true`,
   // every parameter of the model holds its full value until called again with `false`.
   // A collective for sharded modes: every rank calls it at the same point.
   virtual void set_full_parameters(bool full) { (void)full; }
+
+ private:
+  struct Watch;  // notify_final_gradients of `none`
+  std::shared_ptr<Watch> watch_;
 };
 
 // set_full_parameters(true) for a scope.

@@ -22,6 +22,7 @@
 #include "frugal/distributed/ddp.h"
 #include "frugal/distributed/zero_sharding.h"
 #include "frugal/engine/engine.h"
+#include "frugal/strategy/offload.h"
 #include "frugal/models/registry.h"
 #include "frugal/optim/optimizer.h"
 #include "frugal/util/error.h"
