@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "frugal/distributed/env.h"
 #include "frugal/train/trainer.h"
 #include "load.h"
 
@@ -16,7 +17,8 @@ void add_train(CLI::App& app, Action& run) {
   add_config_options(*cmd, *src, /*path_required=*/false);
   cmd->callback([&run, src] {
     run = [src] {
-      Trainer trainer(load(*src));
+      // Its place in a job, as the launcher (frugal launch, torchrun, mpirun, srun) set it.
+      Trainer trainer(load(*src), dist::rank_info_from_env());
       TrainResult r = trainer.run();
       if (!r.is_main) return 0;  // rank 0 reports for the job
       std::cout << fmt::format("run directory: {}\n", r.run_dir.string());

@@ -153,9 +153,8 @@ std::shared_ptr<Communicator> init_from_env(const DistributedConfig& cfg, const 
           opts.isServer ? "serving the store" : "as a client", cfg.timeout_s, e.what()));
     }
     // Restarts of the same job must not read the previous attempt's keys.
-    const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
     store = c10::make_intrusive<c10d::PrefixStore>(
-        fmt::format("frugal/attempt_{}", attempt ? attempt : "0"), store);
+        fmt::format("frugal/attempt_{}", info.restart_count), store);
   }
   if (backend == "nccl") {
     auto pg = detail::make_nccl_backend(store, info, timeout);

@@ -116,6 +116,8 @@ RankInfo rank_info_from_env(const EnvLookup& getenv) {
                             info.local_rank, info.local_world_size));
   }
   if (auto addr = get("MASTER_ADDR")) info.master_addr = *addr;
+  info.restart_count = r.num("TORCHELASTIC_RESTART_COUNT", 0).value_or(0);
+  info.launcher_tags_ranks = get("FRUGAL_LAUNCHER_TAGS_RANKS").has_value();
   if (auto port = r.num("MASTER_PORT", 1)) {
     if (*port > 65535) {
       throw Error(fmt::format("environment: MASTER_PORT={} is not a TCP port (1-65535)", *port));

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <mutex>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -13,6 +14,7 @@
 #include "frugal/models/blocks.h"
 #include "frugal/models/unit.h"
 #include "frugal/optim/clip.h"
+#include "frugal/io/module_state.h"
 #include "frugal/optim/param_state.h"
 #include "frugal/strategy/gradient_hooks.h"
 #include "frugal/util/error.h"
@@ -475,47 +477,47 @@ ShardLayout ZeroSharding::layout() const {
   return layout;
 }
 
-io::NamedTensors ZeroSharding::shard_tensors(torch::optim::Optimizer& optimizer,
-                                             const StateHolder& holder) const {
-  io::NamedTensors out;
+StateDict ZeroSharding::state_dict(const torch::nn::Module& model,
+                                   torch::optim::Optimizer& optimizer,
+                                   const StateHolder& holder) const {
+  StateDict out;
+  std::set<std::string> sharded;
   for (const FlatParam& f : state_->flats) {
-    out.emplace_back(shard_key(f.name, "param"), f.shard.detach().cpu().clone());
+    sharded.insert(f.names.begin(), f.names.end());
+    out.shard.emplace_back(shard_key(f.name, "param"), f.shard.detach().cpu().clone());
     for (const auto& [kind, t] : param_state_tensors(optimizer, holder ? holder(f.shard) : f.shard)) {
-      out.emplace_back(shard_key(f.name, kind), t.detach().cpu().clone());
+      out.shard.emplace_back(shard_key(f.name, kind), t.detach().cpu().clone());
     }
   }
+  out.model = io::module_state(model, sharded);
+  out.layout_json = layout_to_json(layout());
   return out;
 }
 
-std::vector<std::string> ZeroSharding::sharded_parameter_names() const {
-  std::vector<std::string> names;
-  for (const FlatParam& f : state_->flats)
-    names.insert(names.end(), f.names.begin(), f.names.end());
-  return names;
-}
-
-void ZeroSharding::load_shards(const ShardLayout& saved,
-                               const std::vector<io::NamedTensors>& shards,
-                               torch::optim::Optimizer& optimizer, const StateHolder& holder) {
+bool ZeroSharding::load_state_dict(SavedState& saved, torch::nn::Module& model,
+                                   torch::optim::Optimizer& optimizer, const StateHolder& holder) {
   torch::NoGradGuard no_grad;
   State& s = *state_;
   const int rank = comm_->rank();
+  std::set<std::string> sharded;
+  for (const FlatParam& f : s.flats) sharded.insert(f.names.begin(), f.names.end());
   // Per flat buffer of this run: this rank's slice of each kind ("param", "exp_avg", ...).
   std::vector<std::map<std::string, at::Tensor>> restored(s.flats.size());
-  const ShardLayout mine = layout();
-  if (saved.world_size == mine.world_size && saved.flats == mine.flats) {
+  const io::NamedTensors* own = saved.own_shard(layout_to_json(layout()));
+  if (own != nullptr) {
     // The same cut: this rank's shard goes back as it was, bit for bit.
-    const io::NamedTensors& own = shards.size() == 1 ? shards.front() : shards.at(rank);
     for (size_t k = 0; k < s.flats.size(); ++k) {
       const std::string prefix = s.flats[k].name + "/";
-      for (const auto& [key, t] : own) {
+      for (const auto& [key, t] : *own) {
         if (key.rfind(prefix, 0) == 0) restored[k][key.substr(prefix.size())] = t;
       }
     }
   } else {
-    // Another cut: whole tensors by parameter name, sliced again for this world.
-    for (const std::string& kind : shard_kinds(shards.front())) {
-      const auto whole = unshard(saved, shards, kind);
+    // Another layout: whole tensors by parameter name, cut again for this world.
+    std::vector<std::string> kinds = saved.optimizer_kinds();
+    kinds.insert(kinds.begin(), "param");
+    for (const std::string& kind : kinds) {
+      const auto whole = saved.whole(kind);
       for (size_t k = 0; k < s.flats.size(); ++k) {
         FlatParam& f = s.flats[k];
         if (kind == "step") {
@@ -529,7 +531,7 @@ void ZeroSharding::load_shards(const ShardLayout& saved,
           auto it = whole.find(f.names[i]);
           if (it == whole.end()) continue;
           if (it->second.numel() != f.params[i].numel()) {
-            throw Error(fmt::format("sharded checkpoint: '{}' has {} elements, the model's {}",
+            throw Error(fmt::format("{}: '{}' has {} elements, the model's {}", saved.what(),
                                     f.names[i], it->second.numel(), f.params[i].numel()));
           }
           flat.narrow(0, f.offsets[i], f.params[i].numel()).copy_(it->second.reshape({-1}));
@@ -537,8 +539,8 @@ void ZeroSharding::load_shards(const ShardLayout& saved,
         }
         if (found == 0 && kind != "param") continue;  // no optimizer state for these yet
         if (found != f.names.size()) {
-          throw Error(fmt::format("sharded checkpoint: it has no {} for some parameters of '{}' "
-                                  "(e.g. '{}')", kind, f.name, f.names.front()));
+          throw Error(fmt::format("{}: it has no {} for some parameters of '{}' (e.g. '{}')",
+                                  saved.what(), kind, f.name, f.names.front()));
         }
         restored[k][kind] = flat.narrow(0, static_cast<int64_t>(rank) * f.shard_numel, f.shard_numel);
       }
@@ -548,13 +550,20 @@ void ZeroSharding::load_shards(const ShardLayout& saved,
     FlatParam& f = s.flats[k];
     auto& kinds = restored[k];
     auto param = kinds.find("param");
-    if (param == kinds.end()) throw Error("sharded checkpoint: no shard of '" + f.name + "'");
+    if (param == kinds.end()) throw Error(saved.what() + ": no shard of '" + f.name + "'");
     f.shard.copy_(param->second);
     kinds.erase(param);
     if (!kinds.empty()) set_param_state(optimizer, holder ? holder(f.shard) : f.shard, kinds);
   }
+  // The rest of the model was saved whole (whatever layout wrote it).
+  io::NamedTensors rest;
+  for (const auto& [name, t] : saved.model()) {
+    if (sharded.count(name) == 0) rest.emplace_back(name, t);
+  }
+  io::load_module_state(model, rest, saved.what(), sharded);
   // zero1/2 compute on whole parameters: gather the restored shards into them.
   after_optimizer_step(/*stepped=*/true);
+  return own != nullptr;
 }
 
 int64_t ZeroSharding::unit_count() const { return static_cast<int64_t>(state_->units.size()); }

@@ -80,6 +80,23 @@ void Engine::setup(std::shared_ptr<torch::nn::Module> model,
 
 void Engine::reload_parameters() { update_->reload_from_device(); }
 
+StateDict Engine::state_dict() {
+  const auto* update = update_.get();
+  StateDict out = sharding_->state_dict(
+      *model_, *optimizer_, [update](const at::Tensor& t) { return update->master_of(t); });
+  out.state = precision_.state();
+  return out;
+}
+
+bool Engine::load_state_dict(SavedState& saved) {
+  const auto* update = update_.get();
+  const bool same_layout = sharding_->load_state_dict(
+      saved, *model_, *optimizer_, [update](const at::Tensor& t) { return update->master_of(t); });
+  precision_.load_state(saved.state());
+  update_->reload_from_device();  // offloaded masters take the restored values
+  return same_layout;
+}
+
 at::Tensor Engine::optimizer_param(const at::Tensor& p) const { return update_->master_of(p); }
 
 const OptimizerOffload* Engine::offload() const {

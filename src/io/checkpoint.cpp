@@ -131,6 +131,8 @@ std::vector<std::pair<std::string, std::string>> common_files(const Checkpoint& 
 
 }  // namespace
 
+fs::path checkpoint_path(const fs::path& dir, int64_t step) { return dir / step_name(step); }
+
 std::string shard_file_name(int rank, int world) {
   return fmt::format("shard-{:05d}-of-{:05d}.pt", rank, world);
 }
@@ -142,7 +144,7 @@ fs::path save_checkpoint(const fs::path& dir, const Checkpoint& ckpt, int64_t ke
   if (fs::exists(tmp)) io::remove_tree(tmp);
   fs::create_directories(tmp);
   auto files = common_files(ckpt);
-  files.emplace_back("optimizer.pt", ckpt.optimizer);
+  files.emplace_back("optimizer.pt", save_tensors(ckpt.optimizer));
   return publish(dir, tmp, ckpt, files, {}, keep_last);
 }
 
@@ -165,8 +167,10 @@ fs::path publish_sharded_checkpoint(const fs::path& dir, const Checkpoint& ckpt,
   sharded.shard_world = world;
   std::vector<std::string> shards;
   for (int r = 0; r < world; ++r) shards.push_back(shard_file_name(r, world));
-  return publish(dir, sharded_staging(dir, ckpt.step), sharded, common_files(sharded), shards,
-                 keep_last);
+  auto files = common_files(sharded);
+  // Optimizer state of parameters kept whole (all of it without shards; the rest is in them).
+  if (world == 0 || !ckpt.optimizer.empty()) files.emplace_back("optimizer.pt", save_tensors(ckpt.optimizer));
+  return publish(dir, sharded_staging(dir, ckpt.step), sharded, files, shards, keep_last);
 }
 
 Checkpoint load_checkpoint(const fs::path& cdir, std::optional<int> only_shard) {
@@ -204,10 +208,11 @@ Checkpoint load_checkpoint(const fs::path& cdir, std::optional<int> only_shard) 
   ckpt.model = load_tensors(read_checked("model.pt"), (cdir / "model.pt").string());
   ckpt.state = load_tensors(read_checked("state.pt"), (cdir / "state.pt").string());
   ckpt.meta_json = read_checked("meta.json");
-  if (!manifest.contains("sharded")) {
-    ckpt.optimizer = read_checked("optimizer.pt");
-    return ckpt;
+  const bool sharded = manifest.contains("sharded");
+  if (!sharded || manifest["files"].contains("optimizer.pt")) {
+    ckpt.optimizer = load_tensors(read_checked("optimizer.pt"), (cdir / "optimizer.pt").string());
   }
+  if (!sharded) return ckpt;
   ckpt.shard_world = manifest["sharded"].value("world_size", 0);
   if (ckpt.shard_world < 1) {
     throw Error(fmt::format("{}: sharded with world_size {}", manifest_path.string(),

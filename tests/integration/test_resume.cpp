@@ -56,25 +56,13 @@ TEST_CASE("10 steps + resume + 10 steps equals 20 steps bit for bit", "[integrat
     CHECK(a.model[i].first == b.model[i].first);
     CHECK(at::equal(a.model[i].second, b.model[i].second));
   }
-  // The optimizer archives hold random serialisation ids, so compare their contents.
-  Config cfg = tiny_config(runs.path(), "unused", 20);
-  auto restore = [&](const Checkpoint& c) {
-    auto model = make_model(cfg.model);
-    auto opt = make_optimizer(cfg.optim, *model);
-    load_optimizer_state(*opt, c.optimizer, "test");
-    return std::make_pair(model, opt);
-  };
-  auto [model_a, opt_a] = restore(a);
-  auto [model_b, opt_b] = restore(b);
-  auto params_a = model_a->parameters(), params_b = model_b->parameters();
-  for (size_t i = 0; i < params_a.size(); ++i) {
-    auto& sa = static_cast<torch::optim::AdamWParamState&>(
-        *opt_a->state().at(params_a[i].unsafeGetTensorImpl()));
-    auto& sb = static_cast<torch::optim::AdamWParamState&>(
-        *opt_b->state().at(params_b[i].unsafeGetTensorImpl()));
-    CHECK(sa.step() == sb.step());
-    CHECK(at::equal(sa.exp_avg(), sb.exp_avg()));
-    CHECK(at::equal(sa.exp_avg_sq(), sb.exp_avg_sq()));
+  // The optimizer state by parameter name: every moment and step count equal.
+  REQUIRE(a.optimizer.size() == b.optimizer.size());
+  REQUIRE_FALSE(a.optimizer.empty());
+  for (size_t i = 0; i < a.optimizer.size(); ++i) {
+    INFO(a.optimizer[i].first);
+    CHECK(a.optimizer[i].first == b.optimizer[i].first);
+    CHECK(at::equal(a.optimizer[i].second, b.optimizer[i].second));
   }
   CHECK(straight.last_loss == second.last_loss);
   // The metrics of the resumed run describe one history: steps 1..20 once each.

@@ -1,6 +1,7 @@
 // Sharded checkpoints (zero3 on Gloo): every rank writes its shard; resuming at the same world
 // size ends bit for bit where the uninterrupted run ends; resuming at another world size
-// (4 -> 2, 2 -> 1, 1 -> 4) or under another zero mode reshards, and ends where the
+// (4 -> 2, 2 -> 1, 1 -> 4), under another zero mode, or whole (none, ddp; and a whole
+// checkpoint under zero1/2/3) redistributes the state by parameter name, and ends where the
 // uninterrupted run ends (1e-5: the summation order differs between world sizes); `frugal
 // export` consolidates the shards into one file.
 #include <ATen/ATen.h>
@@ -113,12 +114,34 @@ TEST_CASE("sharded checkpoints resume exactly, reshard across world sizes and ex
     }
   }
   {
-    INFO("a sharded checkpoint is refused by an unsharded run, with what to do");
-    CommandResult r = train(2, cfg, "ddp", "--set strategy.sharding.mode=ddp --set run.resume=" +
-                                               quote(step3("w2").string()));
-    CHECK(r.exit_code != 0);
-    CHECK_THAT(r.out + r.err, Catch::Contains("is sharded (2 ranks)") &&
-                                  Catch::Contains("frugal export"));
+    INFO("zero3 from 4 ranks resumes whole: under ddp at 2 ranks and under none at 1");
+    for (const auto& [n, mode] : {std::pair<int, std::string>{2, "ddp"}, {1, "none"}}) {
+      CommandResult r = train(n, cfg, "s4" + mode,
+                              "--set strategy.sharding.mode=" + mode + " --set run.resume=" +
+                                  quote(step3("w4").string()));
+      INFO(r.out << r.err);
+      REQUIRE(r.exit_code == 0);
+      CHECK_THAT(r.out + r.err, Catch::Contains("written zero3 over 4 ranks under " + mode));
+      CHECK(max_abs_diff(final_of("s4" + mode), w4) < 1e-5);
+    }
+  }
+  {
+    INFO("a whole checkpoint (ddp, 2 ranks) resumes under zero1 and zero2 at 2 ranks, zero3 at 4");
+    CommandResult d = train(2, cfg, "d2", "--set strategy.sharding.mode=ddp");
+    INFO(d.out << d.err);
+    REQUIRE(d.exit_code == 0);
+    REQUIRE(std::filesystem::exists(step3("d2") / "optimizer.pt"));
+    const auto d2 = final_of("d2");
+    CHECK(max_abs_diff(d2, w2) < 1e-5);  // ddp and zero3 train the same model
+    for (const auto& [n, mode] : {std::pair<int, std::string>{2, "zero1"}, {2, "zero2"}, {4, "zero3"}}) {
+      CommandResult r = train(n, cfg, "w" + mode,
+                              "--set strategy.sharding.mode=" + mode + " --set run.resume=" +
+                                  quote(step3("d2").string()));
+      INFO(r.out << r.err);
+      REQUIRE(r.exit_code == 0);
+      CHECK_THAT(r.out + r.err, Catch::Contains("written whole (none or ddp) under " + mode));
+      CHECK(max_abs_diff(final_of("w" + mode), d2) < 1e-5);
+    }
   }
   {
     INFO("a different global batch is refused");

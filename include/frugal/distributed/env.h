@@ -5,6 +5,8 @@
 //   MPICH / Intel MPI (PMI)   PMI_RANK, PMI_SIZE (MPI_LOCALRANKID, MPI_LOCALNRANKS)
 //   Slurm (srun)              SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
 //                             SLURM_NTASKS_PER_NODE, SLURM_JOB_NODELIST / SLURM_NODELIST
+// This is the one place the library reads a launcher's environment; the CLI calls it and
+// passes the result on (Trainer, init_from_env), and so can embedding code.
 // The first launcher whose variables are set wins, in that order; none set means a single
 // process (rank 0 of 1). MASTER_ADDR / MASTER_PORT, when set, override what is derived (MPI
 // and PMI jobs default to 127.0.0.1, Slurm to the first host of the node list; port 29500).
@@ -27,6 +29,12 @@ struct RankInfo {
   // connects to it as a client (rank 0 does not start one).
   bool agent_store = false;
   std::string launcher = "none";  // torchrun | mpi | pmi | slurm | none
+  // torchrun's restart of the job (TORCHELASTIC_RESTART_COUNT): keys of the store are kept
+  // apart per attempt.
+  int restart_count = 0;
+  // `frugal launch` prefixes each rank's output lines with its rank
+  // (FRUGAL_LAUNCHER_TAGS_RANKS): the logger need not.
+  bool launcher_tags_ranks = false;
 
   bool distributed() const { return world_size > 1; }
 };

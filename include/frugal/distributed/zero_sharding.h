@@ -32,7 +32,6 @@
 #include "frugal/config/config.h"
 #include "frugal/distributed/communicator.h"
 #include "frugal/distributed/sharded_state.h"
-#include "frugal/io/named_tensors.h"
 #include "frugal/strategy/sharding.h"
 
 namespace frugal::dist {
@@ -66,21 +65,17 @@ class ZeroSharding final : public Sharding {
   bool reduces_gradients() const override { return true; }
   void set_full_parameters(bool full) override;
 
-  // Sharded checkpoints (distributed/sharded_state.h). The layout of this rank's flat buffers;
-  // this rank's shards of the parameters and of their optimizer state ("<flat>/<kind>", on the CPU);
-  // the model parameters they hold (the rest of the model is saved whole).
-  // `holder` maps a shard to the tensor the optimizer keeps its state under (optimizer
-  // offload's host master); identity by default.
-  using StateHolder = std::function<at::Tensor(const at::Tensor&)>;
+  // Sharded checkpoints (distributed/sharded_state.h): each rank saves its shards of the
+  // parameters and of their optimizer state ("<flat>/<kind>", on the CPU) with the layout of
+  // its flat buffers; the rest of the model (buffers, frozen parameters) is saved whole. A
+  // state saved under the same layout comes back as it was, bit for bit; any other (whole, or
+  // another world size, zero mode or wrap policy) is cut again from whole tensors by
+  // parameter name.
+  StateDict state_dict(const torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                       const StateHolder& holder) const override;
+  bool load_state_dict(SavedState& saved, torch::nn::Module& model,
+                       torch::optim::Optimizer& optimizer, const StateHolder& holder) override;
   ShardLayout layout() const;
-  io::NamedTensors shard_tensors(torch::optim::Optimizer& optimizer,
-                                 const StateHolder& holder = nullptr) const;
-  std::vector<std::string> sharded_parameter_names() const;
-  // Restores shards saved under `saved`. When `saved` equals layout() (same world size, mode
-  // and units), `shards` may hold this rank's shard alone; otherwise every saved rank's, and
-  // each parameter is resharded through its whole value.
-  void load_shards(const ShardLayout& saved, const std::vector<io::NamedTensors>& shards,
-                   torch::optim::Optimizer& optimizer, const StateHolder& holder = nullptr);
 
   // Figures for tests and benchmarks.
   int64_t unit_count() const;

@@ -34,6 +34,7 @@
 #include "frugal/strategy/optimizer_update.h"
 #include "frugal/strategy/precision.h"
 #include "frugal/strategy/sharding.h"
+#include "frugal/strategy/state_dict.h"
 
 namespace frugal {
 
@@ -109,6 +110,12 @@ class Engine {
   const std::shared_ptr<dist::Communicator>& communicator() const { return comm_; }
   // The device the model's parameters are on (autocast's device type).
   c10::Device device() const { return device_; }
+  // Checkpoints, the same for every strategy (strategy/state_dict.h): what this rank holds
+  // of the training state (the sharding's part and the loss scaler's), and the state back
+  // from a checkpoint written under any layout. load_state_dict returns true when it came
+  // back in the layout it was saved in (a rank's random generators may then follow).
+  StateDict state_dict();
+  bool load_state_dict(SavedState& saved);
   // After parameters were written outside step() (a resume): offloaded masters follow.
   void reload_parameters();
   // The tensor the optimizer steps for `p` (a model parameter or a shard): p itself, or its

@@ -1,17 +1,20 @@
 // Whole (unsharded) checkpoints. A checkpoint is a directory
 //   <checkpoints>/step_00000120/
 //     model.pt       parameters and buffers by name (torch pickle of a name -> tensor dict)
-//     optimizer.pt   the optimizer's own archive (torch::optim serialize)
+//     optimizer.pt   the optimizer's state by parameter name ("<param>/<kind>", as
+//                    optim/param_state.h names the kinds), so that any layout reads it
 //     state.pt       RNG states and other tensors of the trainer
 //     meta.json      step, data position, config fingerprint, free-form trainer state
 //     manifest.json  every file above with its size and content hash; written last
 // built in a temporary directory and published with one rename, so a crash never leaves a
 // half-written checkpoint under a real name; loading verifies the manifest first.
 //
-// Sharded checkpoints (strategy.sharding zero*) have no optimizer.pt: every rank writes
+// Sharded checkpoints (strategy.sharding zero*): every rank writes
 //     shard-<rank>-of-<world>.pt   its shards of the parameters and optimizer state, its RNG
-// and model.pt holds what is not sharded (buffers, frozen parameters); meta.json carries the
-// layout of the shards (distributed/sharded_state.h). The manifest lists every shard.
+// and model.pt holds what is not sharded (buffers, frozen parameters), optimizer.pt (only if
+// any) the state of parameters kept whole; meta.json carries the layout of the shards
+// (distributed/sharded_state.h). The manifest lists every shard. Any layout resumes under
+// any other (distributed/checkpoint_reader.h).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -31,7 +34,7 @@ using NamedTensors = io::NamedTensors;
 struct Checkpoint {
   int64_t step = 0;
   NamedTensors model;      // parameters and buffers
-  std::string optimizer;   // bytes of the optimizer's archive
+  NamedTensors optimizer;  // optimizer state by "<param>/<kind>"
   NamedTensors state;      // RNG states etc.
   std::string meta_json;   // a JSON object with the trainer's own fields
   // Sharded checkpoints: the ranks that wrote it, and the shards loaded (all of them, or the
@@ -50,11 +53,12 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& dir, const Ch
 Checkpoint load_checkpoint(const std::filesystem::path& checkpoint_dir,
                            std::optional<int> only_shard = std::nullopt);
 
-// Writing a sharded checkpoint: these calls in this order, each followed by a barrier of the
-// job. Rank 0 prepares the temporary directory (refusing an existing checkpoint of that step,
-// clearing what a crashed attempt left); every rank writes its shard into it; rank 0 writes
-// `ckpt` (model = the unsharded tensors, state, meta; no optimizer), hashes every file into
-// the manifest, publishes the directory with one rename and prunes to keep_last.
+// Writing a checkpoint from a job: these calls in this order, each followed by a barrier of
+// the job. Rank 0 prepares the temporary directory (refusing an existing checkpoint of that
+// step, clearing what a crashed attempt left); every rank with a shard writes it into it;
+// rank 0 writes `ckpt` (model = the tensors saved whole, optimizer, state, meta), hashes every
+// file into the manifest, publishes the directory with one rename and prunes to keep_last.
+// world = 0: nothing is sharded and no shard was written.
 void begin_sharded_checkpoint(const std::filesystem::path& dir, int64_t step);
 void write_checkpoint_shard(const std::filesystem::path& dir, int64_t step, int rank, int world,
                             const NamedTensors& shard);
@@ -62,6 +66,8 @@ std::filesystem::path publish_sharded_checkpoint(const std::filesystem::path& di
                                                  const Checkpoint& ckpt, int world,
                                                  int64_t keep_last);
 std::string shard_file_name(int rank, int world);
+// Where the checkpoint of `step` goes under dir (<dir>/step_00000120).
+std::filesystem::path checkpoint_path(const std::filesystem::path& dir, int64_t step);
 // The newest complete checkpoint under dir (by step), if any.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);
 // All complete checkpoints under dir, oldest first.

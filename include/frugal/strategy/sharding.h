@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "frugal/strategy/state_dict.h"
+
 namespace frugal {
 
 // What a sharding strategy is set up on.
@@ -80,6 +82,17 @@ class Sharding {
   // strategy.offload.params: keep what the optimizer steps on the host, copied to the device
   // around its use. Call before setup(). Only zero3 can (its shards); the others refuse.
   virtual void set_offload_params(bool pin_memory);
+
+  // Checkpoints (strategy/state_dict.h): what this rank holds of the training state, and the
+  // state back from a checkpoint of any layout. `none` (and ddp, whose ranks hold the same):
+  // the whole model and the optimizer state of its parameters by name. `holder`: where the
+  // optimizer keeps a parameter's state. load_state_dict returns true when the state came
+  // back in the layout it was saved in (each rank's random generators may then follow);
+  // otherwise its values were redistributed by parameter name.
+  virtual StateDict state_dict(const torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                               const StateHolder& holder) const;
+  virtual bool load_state_dict(SavedState& saved, torch::nn::Module& model,
+                               torch::optim::Optimizer& optimizer, const StateHolder& holder);
 
   // Outside the training step (evaluation, generation, saving whole weights): with `true`,
   // every parameter of the model holds its full value until called again with `false`.

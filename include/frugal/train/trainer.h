@@ -9,6 +9,7 @@
 #include <string>
 
 #include "frugal/config/config.h"
+#include "frugal/distributed/env.h"
 #include "frugal/engine/engine.h"
 #include "frugal/models/model.h"
 
@@ -27,7 +28,9 @@ struct TrainResult {
 
 class Trainer {
  public:
-  explicit Trainer(Config cfg);
+  // `job`: this process's place in a multi-process job, as the launcher set it up
+  // (dist::rank_info_from_env(), which the CLI reads); a single process by default.
+  explicit Trainer(Config cfg, dist::RankInfo job = {});
   ~Trainer();
   TrainResult run();
 

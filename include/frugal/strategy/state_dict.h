@@ -1,0 +1,61 @@
+// Checkpoints that any layout resumes, as PyTorch's distributed checkpoints: a sharding
+// strategy says what it holds of the training state (StateDict) and takes it back from a
+// SavedState, which answers in the terms of the model, by parameter name, whatever layout
+// wrote it (none, ddp, zero1/2/3, at any world size). distributed/checkpoint_reader.h reads a
+// checkpoint directory as one.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "frugal/io/named_tensors.h"
+
+namespace frugal {
+
+// What one rank holds of the training state, ready to write.
+struct StateDict {
+  // Whole tensors, alike on every rank (rank 0 writes them): the model's parameters and
+  // buffers by name (those not in shards), and their optimizer state as "<param>/<kind>"
+  // (optim/param_state.h's kinds: exp_avg, exp_avg_sq, step, momentum_buffer, ...).
+  io::NamedTensors model;
+  io::NamedTensors optimizer;
+  // This rank's own tensors (zero1/2/3: its shards, "<flat>/<kind>"); empty for none and ddp.
+  io::NamedTensors shard;
+  // The shards' layout as JSON (distributed/sharded_state.h); empty without shards.
+  std::string layout_json;
+  // The rest of the step's state (the loss scaler's), alike on every rank.
+  io::NamedTensors state;
+};
+
+// A saved training state, read by parameter name.
+class SavedState {
+ public:
+  virtual ~SavedState() = default;
+  // The checkpoint, for errors.
+  virtual std::string what() const = 0;
+  // Saved in shards (zero1/2/3) rather than whole.
+  virtual bool has_shards() const = 0;
+  // The tensors saved whole: every parameter and buffer of a whole checkpoint; buffers and
+  // parameters kept out of shards of a sharded one.
+  virtual const io::NamedTensors& model() = 0;
+  // Whole values by parameter name of one kind: "param" (every parameter and buffer, from
+  // the whole tensors and the shards) or an optimizer state kind. Reads every shard.
+  virtual std::map<std::string, at::Tensor> whole(const std::string& kind) = 0;
+  // The optimizer state kinds saved.
+  virtual std::vector<std::string> optimizer_kinds() = 0;
+  // This rank's shard as it was saved, when it was saved under exactly `layout_json` (same
+  // world size, units and parameters); null otherwise.
+  virtual const io::NamedTensors* own_shard(const std::string& layout_json) = 0;
+  // The rest of the step's state (StateDict::state).
+  virtual const io::NamedTensors& state() = 0;
+};
+
+// Maps a tensor the sharding holds to the one the optimizer keeps its state under (optimizer
+// offload's host master); identity when null.
+using StateHolder = std::function<at::Tensor(const at::Tensor&)>;
+
+}  // namespace frugal

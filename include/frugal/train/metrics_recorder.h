@@ -1,0 +1,52 @@
+// What a run tells as it goes: the progress line, metrics.jsonl (rank 0's, with every rank's
+// step time and memory peaks gathered into it), metrics.rank<r>.jsonl
+// (train.metrics_per_rank), the allocator history (memory.record_history, CUDA) and the
+// memory summary at the end. Every rank calls record() at every step: the gathering is a
+// collective.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "frugal/config/config.h"
+#include "frugal/distributed/communicator.h"
+#include "frugal/engine/engine.h"
+#include "frugal/train/metrics.h"
+#include "frugal/train/progress.h"
+
+namespace frugal {
+
+class MetricsRecorder {
+ public:
+  // `resumed_from`: the step resumed from (-1 if fresh); lines past it are dropped.
+  MetricsRecorder(const Config& cfg, const std::filesystem::path& run_dir,
+                  std::shared_ptr<dist::Communicator> comm, c10::Device device,
+                  int64_t resumed_from);
+  // Resets the peaks and the traffic counters: what setup did is no step's.
+  void start(int64_t first_step);
+  void record(const StepStats& st);
+  void record_eval(int64_t step, double val_loss);
+  // A line that does not tear the progress bar.
+  void message(const std::string& text);
+  // Ends the progress line and writes the allocator history (also before an error).
+  void stop();
+  // The memory summary of the whole run (peaks over every record), for the log.
+  std::string summary();
+
+ private:
+  const Config& cfg_;
+  std::shared_ptr<dist::Communicator> comm_;
+  c10::Device device_;
+  bool main_;
+  std::optional<MetricsLog> metrics_;       // rank 0: the job's
+  std::optional<MetricsLog> rank_metrics_;  // train.metrics_per_rank: this rank's own
+  std::optional<Progress> progress_;
+  std::filesystem::path history_file_;
+  int64_t run_peak_ = 0;
+  int64_t last_record_step_ = 0;
+  bool stopped_ = false;
+};
+
+}  // namespace frugal

@@ -1,0 +1,114 @@
+#include "frugal/train/checkpoint_manager.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "frugal/config/load.h"
+#include "frugal/distributed/checkpoint_reader.h"
+#include "frugal/engine/state.h"
+#include "frugal/io/checkpoint.h"
+#include "frugal/util/error.h"
+#include "frugal/util/log.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace frugal {
+
+CheckpointManager::CheckpointManager(const Config& cfg, fs::path dir, Engine& engine,
+                                     std::shared_ptr<dist::Communicator> comm)
+    : cfg_(cfg), dir_(std::move(dir)), engine_(engine), comm_(std::move(comm)) {}
+
+int64_t CheckpointManager::global_batch() const {
+  return cfg_.data.micro_batch_size * cfg_.strategy.accumulation * (comm_ ? comm_->size() : 1);
+}
+
+void CheckpointManager::barrier() const {
+  if (comm_) comm_->barrier();
+}
+
+void CheckpointManager::save(int64_t step, const LoaderPosition& data) {
+  const bool main = !comm_ || comm_->is_main();
+  StateDict state = engine_.state_dict();
+  // Ranks that hold shards save their own random generators with them (each draws its own);
+  // otherwise rank 0's stand for the job.
+  const int writers = state.layout_json.empty() ? 0 : (comm_ ? comm_->size() : 1);
+  for (auto& t : rng_state()) (writers > 0 ? state.shard : state.state).push_back(std::move(t));
+
+  // Rank 0 prepares the directory, every rank with a shard writes it, rank 0 publishes.
+  if (main) begin_sharded_checkpoint(dir_, step);
+  barrier();
+  if (writers > 0) {
+    write_checkpoint_shard(dir_, step, comm_ ? comm_->rank() : 0, writers, state.shard);
+  }
+  barrier();
+  if (main) {
+    Checkpoint ckpt;
+    ckpt.step = step;
+    ckpt.model = std::move(state.model);
+    ckpt.optimizer = std::move(state.optimizer);
+    ckpt.state = std::move(state.state);
+    json meta = {{"step", step},
+                 {"data", {{"epoch", data.epoch}, {"batch", data.batch}}},
+                 {"global_batch", global_batch()},
+                 {"fingerprint", config_fingerprint(cfg_)},
+                 {"config", to_yaml(cfg_)}};
+    if (writers > 0) meta["sharding"] = json::parse(state.layout_json);
+    ckpt.meta_json = meta.dump(2);
+    last_ = publish_sharded_checkpoint(dir_, ckpt, writers, cfg_.train.keep_last);
+  }
+  barrier();
+  if (!main) last_ = checkpoint_path(dir_, step);
+  last_step_ = step;
+}
+
+CheckpointManager::Resumed CheckpointManager::resume(const fs::path& from) {
+  dist::CheckpointReader saved(from, comm_ ? comm_->rank() : 0);
+  json meta;
+  try {
+    meta = json::parse(saved.checkpoint().meta_json);
+  } catch (const json::exception& e) {
+    throw Error(fmt::format("{}: corrupt meta.json ({})", (from / "meta.json").string(), e.what()));
+  }
+  const std::string theirs = meta.value("fingerprint", std::string());
+  const std::string ours = config_fingerprint(cfg_);
+  if (theirs != ours) {
+    throw Error(fmt::format(
+        "run.resume: checkpoint '{}' was written with different model/data/optim/schedule/"
+        "strategy settings (fingerprint {} vs {}); restore them or start a new run.name",
+        from.string(), theirs, ours));
+  }
+  const int64_t saved_batch = meta.value("global_batch", global_batch());
+  if (saved_batch != global_batch()) {
+    throw Error(fmt::format(
+        "run.resume: checkpoint '{}' trained on global batches of {} samples, this run's are "
+        "{} (data.micro_batch_size {} x strategy.accumulation {} x {} ranks); keep the product",
+        from.string(), saved_batch, global_batch(), cfg_.data.micro_batch_size,
+        cfg_.strategy.accumulation, comm_ ? comm_->size() : 1));
+  }
+  if (engine_.load_state_dict(saved)) {
+    load_rng_state(saved.rng_state());
+  } else {
+    const std::string written =
+        meta.contains("sharding")
+            ? fmt::format("{} over {} ranks", meta["sharding"].value("mode", std::string("zero")),
+                          meta["sharding"].value("world_size", 0))
+            : std::string("whole (none or ddp)");
+    log::info(fmt::format("resumed a checkpoint written {} under {} at {} ranks: parameters and "
+                          "optimizer state redistributed by name; random generators restart from "
+                          "run.seed",
+                          written, engine_.sharding().name(), comm_ ? comm_->size() : 1));
+  }
+  const int64_t step = saved.checkpoint().step;
+  engine_.set_steps_done(step);
+  Resumed out;
+  out.step = step;
+  out.data.epoch = meta["data"].value("epoch", int64_t{0});
+  out.data.batch = meta["data"].value("batch", int64_t{0});
+  last_ = from;
+  last_step_ = step;
+  return out;
+}
+
+}  // namespace frugal

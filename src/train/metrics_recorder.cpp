@@ -1,0 +1,150 @@
+#include "frugal/train/metrics_recorder.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "frugal/io/atomic_file.h"
+#include "frugal/memory/stats.h"
+#include "frugal/util/log.h"
+
+using nlohmann::json;
+
+namespace frugal {
+namespace {
+
+// Every rank's step time and memory peaks, gathered into rank 0's record (a collective: all
+// ranks call it at the same steps).
+void add_rank_figures(dist::Communicator& comm, json& record, double seconds,
+                      const memory::MemorySnapshot& mem) {
+  at::Tensor mine = at::tensor({seconds, static_cast<double>(mem.allocated_peak),
+                                static_cast<double>(mem.host_rss_peak)},
+                               at::TensorOptions(comm.device()).dtype(at::kDouble));
+  at::Tensor all = at::empty({3 * comm.size()}, mine.options());
+  comm.all_gather(all, mine);
+  all = all.cpu().contiguous();
+  const double* v = all.const_data_ptr<double>();  // (size, 3), row per rank
+  std::vector<double> times;
+  std::vector<int64_t> allocated, rss;
+  for (int r = 0; r < comm.size(); ++r) {
+    times.push_back(v[3 * r]);
+    allocated.push_back(static_cast<int64_t>(v[3 * r + 1]));
+    rss.push_back(static_cast<int64_t>(v[3 * r + 2]));
+  }
+  record["rank_step_time_s"] = times;
+  record["rank_mem_allocated_peak_bytes"] = allocated;
+  record["rank_host_rss_peak_bytes"] = rss;
+}
+
+}  // namespace
+
+MetricsRecorder::MetricsRecorder(const Config& cfg, const std::filesystem::path& run_dir,
+                                 std::shared_ptr<dist::Communicator> comm, c10::Device device,
+                                 int64_t resumed_from)
+    : cfg_(cfg), comm_(std::move(comm)), device_(device), main_(!comm_ || comm_->is_main()) {
+  if (main_) metrics_.emplace(run_dir / "metrics.jsonl", resumed_from);
+  if (comm_ && cfg.train.metrics_per_rank) {
+    rank_metrics_.emplace(run_dir / fmt::format("metrics.rank{}.jsonl", comm_->rank()),
+                          resumed_from);
+  }
+  // memory.record_history: the CUDA allocator's events, dumped for PyTorch's memory viewer
+  // and `frugal report` when the run ends (or runs out of memory).
+  history_file_ = run_dir / (main_ ? std::string("memory_snapshot.pickle")
+                                   : fmt::format("memory_snapshot.rank{}.pickle", comm_->rank()));
+  if (cfg.memory.record_history) {
+    if (device.is_cuda()) {
+      memory::start_history(device);
+    } else {
+      log::info("memory.record_history: the allocator history is CUDA's; nothing to record on " +
+                device.str());
+    }
+  }
+}
+
+void MetricsRecorder::start(int64_t first_step) {
+  memory::reset_peaks(device_);
+  progress_.emplace(main_ ? cfg_.train.progress : "none", first_step, cfg_.train.max_steps,
+                    cfg_.train.log_every);
+  last_record_step_ = first_step;
+  if (comm_) comm_->reset_traffic();  // setup's broadcasts are not a step's traffic
+}
+
+void MetricsRecorder::record(const StepStats& st) {
+  const int64_t max_steps = cfg_.train.max_steps;
+  const double tok_s = st.seconds > 0 ? st.targets / st.seconds : 0.0;
+  progress_->update({st.step, max_steps, st.loss, st.lr, tok_s});
+  const bool log_step =
+      st.step % std::max<int64_t>(1, cfg_.train.log_every) == 0 || st.step == max_steps;
+  const bool monitor_step =
+      cfg_.memory.monitor_every > 0 && st.step % cfg_.memory.monitor_every == 0;
+  if (!log_step && !monitor_step) return;
+  json record = {{"step", st.step}};
+  if (log_step) {
+    record.update({{"loss", st.loss},
+                   {"lr", st.lr},
+                   {"grad_norm", st.grad_norm},
+                   {"step_time_s", st.seconds},
+                   {"tokens_per_s", tok_s},
+                   {"samples_per_s", st.seconds > 0 ? st.samples / st.seconds : 0.0},
+                   {"loss_scale", st.loss_scale},
+                   {"skipped", st.skipped}});
+  }
+  // Peaks cover the steps since the previous record.
+  const memory::MemorySnapshot mem = memory::snapshot(device_);
+  record["mem_allocated_bytes"] = mem.allocated;
+  record["mem_allocated_peak_bytes"] = mem.allocated_peak;
+  if (device_.is_cuda()) {
+    record["mem_reserved_bytes"] = mem.reserved;
+    record["mem_reserved_peak_bytes"] = mem.reserved_peak;
+    record["mem_active_bytes"] = mem.active;
+    record["mem_active_peak_bytes"] = mem.active_peak;
+  }
+  record["host_rss_bytes"] = mem.host_rss;
+  record["host_rss_peak_bytes"] = mem.host_rss_peak;
+  run_peak_ = std::max(run_peak_, mem.allocated_peak);
+  if (comm_) {
+    // What this rank's collectives moved per step since the previous record (the training
+    // step's own: the record's gathering below is not counted).
+    int64_t sent = 0, payload = 0;
+    for (const auto& [op, t] : comm_->traffic()) {
+      sent += t.sent_bytes;
+      payload += t.payload_bytes;
+    }
+    const int64_t steps = std::max<int64_t>(1, st.step - last_record_step_);
+    record["comm_sent_bytes_per_step"] = sent / steps;
+    record["comm_payload_bytes_per_step"] = payload / steps;
+  }
+  if (rank_metrics_) rank_metrics_->write(record.dump());
+  if (comm_ && comm_->size() > 1) add_rank_figures(*comm_, record, st.seconds, mem);
+  if (comm_) comm_->reset_traffic();
+  last_record_step_ = st.step;
+  if (metrics_) metrics_->write(record.dump());
+  memory::reset_peaks(device_);
+}
+
+void MetricsRecorder::record_eval(int64_t step, double val_loss) {
+  if (metrics_) metrics_->write(json{{"step", step}, {"val_loss", val_loss}}.dump());
+  message(fmt::format("step {}: val loss {:.4f}", step, val_loss));
+}
+
+void MetricsRecorder::message(const std::string& text) {
+  if (progress_) progress_->message(text);
+}
+
+void MetricsRecorder::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  if (progress_) progress_->finish();
+  if (cfg_.memory.record_history && device_.is_cuda()) {
+    io::write_file_atomic(history_file_, memory::history_snapshot(device_));
+  }
+}
+
+std::string MetricsRecorder::summary() {
+  memory::MemorySnapshot mem = memory::snapshot(device_);
+  mem.allocated_peak = std::max(mem.allocated_peak, run_peak_);
+  return memory::summary_table(mem);
+}
+
+}  // namespace frugal
