@@ -13,6 +13,7 @@
 #include "frugal/config/strategy_names.h"
 #include "frugal/engine/engine.h"
 #include "frugal/engine/sharding_registry.h"
+#include "frugal/memory/oom_advice.h"
 #include "frugal/memory/planner.h"
 #include "frugal/models/gpt.h"
 #include "frugal/models/registry.h"
@@ -167,6 +168,35 @@ TEST_CASE("each built-in sharding mode says what it shards", "[unit][strategy]")
   // Offloaded, a rank's host step covers what it steps: all of it, or its quarter.
   CHECK(predicted_peak("ddp", true) == 4000 + 4000 + (8 * 1000 + 8000));
   CHECK(predicted_peak("zero1", true) == 4000 + 4000 + (8 * 250 + 2000));
+}
+
+TEST_CASE("a registered sharding mode's traits are returned and planned with", "[unit][strategy]") {
+  auto plain = [](const ShardingConfig&, std::shared_ptr<dist::Communicator>) {
+    return std::make_shared<Sharding>();
+  };
+  register_sharding("traits-like-zero2", plain, {true, true, true, false});
+  register_sharding("traits-default", plain);  // the two-argument form: shards nothing
+  CHECK(traits_text(sharding_traits("traits-like-zero2")) == "dp opt grads");
+  CHECK(traits_text(sharding_traits("traits-default")) == "");
+  CHECK(predicted_peak("traits-like-zero2") == predicted_peak("zero2"));
+  CHECK(predicted_peak("traits-like-zero2", true) == predicted_peak("zero2", true));
+  CHECK(predicted_peak("traits-default") == predicted_peak("none"));
+  // The out-of-memory advice asks the traits too: only a mode that shards parameters is
+  // spared the zero3 advice.
+  register_sharding("traits-like-zero3", plain, {true, true, true, true});
+  auto advises_zero3 = [](const std::string& mode) {
+    Config cfg;
+    cfg.strategy.sharding.mode = mode;
+    memory::OomFigures f;
+    f.state_bytes = 16 << 20;
+    f.peak_bytes = 80 << 20;
+    for (const auto& a : memory::oom_advice(cfg, f)) {
+      if (a.find("zero3 over") != std::string::npos) return true;
+    }
+    return false;
+  };
+  CHECK(advises_zero3("traits-like-zero2"));
+  CHECK_FALSE(advises_zero3("traits-like-zero3"));
 }
 
 TEST_CASE("precisions and checkpointing policies answer what they do", "[unit][strategy]") {
