@@ -25,7 +25,7 @@ std::vector<std::string> oom_advice(const Config& cfg, const OomFigures& f) {
                               "(strategy.precision: bf16-mixed)", format_bytes(activations / 2)));
   }
   if (!checkpointing_enabled(s.checkpointing)) {
-    // Measured on GPT blocks (docs/benchmarks.md): full checkpointing keeps 19-25%.
+    // Measured on GPT blocks (docs/benchmarks.md): full checkpointing keeps 16-21%.
     out.push_back(fmt::format("checkpointing every block would save ~{} "
                               "(strategy.checkpointing: full; one more forward per step)",
                               format_bytes(activations * 3 / 4)));
