@@ -25,46 +25,60 @@ std::shared_ptr<Sharding> make_zero(const ShardingConfig& cfg,
   return std::make_shared<dist::ZeroSharding>(need_comm(cfg, std::move(comm)), cfg);
 }
 
-NamedRegistry<ShardingFactory>& registry() {
-  static NamedRegistry<ShardingFactory> factories(
+// A mode's factory and what it shards. (Named apart from models/registry.cpp's registry():
+// both share an anonymous namespace in a unity build.)
+struct RegisteredSharding {
+  ShardingFactory factory;
+  ShardingTraits traits;
+};
+
+NamedRegistry<RegisteredSharding>& sharding_modes() {
+  static NamedRegistry<RegisteredSharding> modes(
       "strategy.sharding.mode", "mode",
       {
           {"none",
-           [](const ShardingConfig&, std::shared_ptr<dist::Communicator> comm) {
-             if (comm && comm->size() > 1) {
-               throw Error(fmt::format(
-                   "strategy.sharding.mode: 'none' in a job of {} ranks would train {} separate "
-                   "models; use ddp",
-                   comm->size(), comm->size()));
-             }
-             return std::make_shared<Sharding>();
-           }},
+           {[](const ShardingConfig&, std::shared_ptr<dist::Communicator> comm) {
+              if (comm && comm->size() > 1) {
+                throw Error(fmt::format(
+                    "strategy.sharding.mode: 'none' in a job of {} ranks would train {} separate "
+                    "models; use ddp",
+                    comm->size(), comm->size()));
+              }
+              return std::make_shared<Sharding>();
+            },
+            {}}},
           {"ddp",
-           [](const ShardingConfig& cfg, std::shared_ptr<dist::Communicator> comm) {
-             return std::make_shared<dist::DataParallel>(need_comm(cfg, std::move(comm)),
-                                                         cfg.bucket_mb);
-           }},
-          {"zero1", make_zero},
-          {"zero2", make_zero},
-          {"zero3", make_zero},
+           {[](const ShardingConfig& cfg, std::shared_ptr<dist::Communicator> comm) {
+              return std::make_shared<dist::DataParallel>(need_comm(cfg, std::move(comm)),
+                                                          cfg.bucket_mb);
+            },
+            {/*data_parallel=*/true}}},
+          {"zero1", {make_zero, {true, /*shards_optimizer_state=*/true}}},
+          {"zero2", {make_zero, {true, true, /*shards_gradients=*/true}}},
+          {"zero3", {make_zero, {true, true, true, /*shards_parameters=*/true}}},
       },
       /*validated=*/true);
-  return factories;
+  return modes;
 }
 
 }  // namespace
 
-void register_sharding(const std::string& name, ShardingFactory factory) {
+void register_sharding(const std::string& name, ShardingFactory factory,
+                       const ShardingTraits& traits) {
   if (name.empty() || !factory)
     throw std::invalid_argument("register_sharding: empty name or factory");
-  registry().add(name, std::move(factory));
+  sharding_modes().add(name, {std::move(factory), traits});
 }
 
-std::vector<std::string> sharding_names() { return registry().names(); }
+std::vector<std::string> sharding_names() { return sharding_modes().names(); }
+
+ShardingTraits sharding_traits(const std::string& mode) {
+  return sharding_modes().get(mode).traits;
+}
 
 std::shared_ptr<Sharding> make_sharding(const ShardingConfig& cfg,
                                         std::shared_ptr<dist::Communicator> comm) {
-  return registry().get(cfg.mode)(cfg, std::move(comm));
+  return sharding_modes().get(cfg.mode).factory(cfg, std::move(comm));
 }
 
 }  // namespace frugal

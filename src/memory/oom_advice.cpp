@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include "frugal/engine/sharding_registry.h"
 #include "frugal/memory/stats.h"
+#include "frugal/strategy/checkpointing.h"
+#include "frugal/strategy/precision.h"
 
 namespace frugal::memory {
 
@@ -17,12 +20,12 @@ std::vector<std::string> oom_advice(const Config& cfg, const OomFigures& f) {
         "expandable_segments:True lets the allocator reuse it",
         format_bytes(f.reserved_bytes - f.allocated_bytes)));
   }
-  if (s.precision == "fp32") {
+  if (!precision_spec(s.precision).autocast) {
     out.push_back(fmt::format("bf16-mixed would save ~{} of activations "
                               "(strategy.precision: bf16-mixed)", format_bytes(activations / 2)));
   }
-  if (s.checkpointing.policy == "none") {
-    // Measured on GPT blocks (docs/benchmarks.md): full checkpointing keeps 19-25%.
+  if (!checkpointing_enabled(s.checkpointing)) {
+    // Measured on GPT blocks (docs/benchmarks.md): full checkpointing keeps 16-21%.
     out.push_back(fmt::format("checkpointing every block would save ~{} "
                               "(strategy.checkpointing: full; one more forward per step)",
                               format_bytes(activations * 3 / 4)));
@@ -35,7 +38,7 @@ std::vector<std::string> oom_advice(const Config& cfg, const OomFigures& f) {
                               format_bytes(activations / 2), half, s.accumulation * 2));
   }
   const int ranks = std::max(4, f.world_size * 2);
-  if (s.sharding.mode != "zero3") {
+  if (!sharding_traits(s.sharding.mode).shards_parameters) {
     out.push_back(fmt::format("zero3 over {} ranks would hold ~{} of model state per rank "
                               "instead of ~{} (strategy.sharding: zero3, frugal launch)",
                               ranks, format_bytes(f.state_bytes / ranks),

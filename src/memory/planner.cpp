@@ -9,11 +9,14 @@
 #include "frugal/data/loader.h"
 #include "frugal/engine/device.h"
 #include "frugal/engine/engine.h"
+#include "frugal/engine/sharding_registry.h"
 #include "frugal/memory/cpu_tracking.h"
 #include "frugal/memory/stats.h"
 #include "frugal/models/blocks.h"
 #include "frugal/models/registry.h"
 #include "frugal/optim/optimizer.h"
+#include "frugal/strategy/checkpointing.h"
+#include "frugal/strategy/precision.h"
 
 namespace frugal::memory {
 namespace {
@@ -84,21 +87,20 @@ int64_t predict_peak(const ModelProfile& p, const PlanRow& r, int world) {
   const double unit = static_cast<double>(std::max(p.largest_block, p.root));
   double params = 4 * psi, grads = 4 * psi;
   double state = state_per_param(r.optimizer, 0.9) * psi;
-  if (r.sharding == "zero1") {
-    state /= n;
-  } else if (r.sharding == "zero2") {
-    state /= n;
+  const ShardingTraits sharding = sharding_traits(r.sharding);
+  if (sharding.shards_optimizer_state) state /= n;
+  if (sharding.shards_gradients) {
     grads = grads / n + 4 * unit;  // one unit's whole gradients before their reduce-scatter
-  } else if (r.sharding == "zero3") {
-    state /= n;
-    grads = grads / n + 4 * unit;
+  }
+  if (sharding.shards_parameters) {
     // The shards, plus the root unit and two blocks gathered at once (prefetch 1).
     params = params / n + 4.0 * static_cast<double>(p.root + 2 * p.largest_block);
   }
   double offloaded = 0;
   if (r.offload) {
     // Host masters of what this rank steps, their gradients and the state move off the device.
-    const double stepped = r.sharding == "none" || r.sharding == "ddp" ? psi : psi / n;
+    // A rank steps the parameters whose optimizer state it holds.
+    const double stepped = sharding.shards_optimizer_state ? psi / n : psi;
     offloaded = 8 * stepped + state;
     state = 0;
   }
@@ -135,10 +137,15 @@ std::vector<PlanRow> plan(const Config& cfg, const ModelProfile& profile, const 
               // runs the matmuls at twice fp32's rate on tensor cores; full checkpointing
               // adds a forward (~1.35x, docs/benchmarks.md); sharding adds communication,
               // offload a host step; small micro-batches pay fixed per-step costs.
-              double t = precision == "bf16-mixed" ? 0.55 : 1.0;
-              if (ckpt == "full") t *= 1.35;
-              if (sharding == "zero1" || sharding == "zero2") t *= 1.02;
-              if (sharding == "zero3") t *= 1.10;
+              const PrecisionSpec spec = precision_spec(precision);
+              const ShardingTraits traits = sharding_traits(sharding);
+              double t = spec.autocast && spec.dtype == at::kBFloat16 ? 0.55 : 1.0;
+              if (checkpointing_kind(ckpt) == CheckpointingKind::full) t *= 1.35;
+              if (traits.shards_parameters) {
+                t *= 1.10;  // gathers every unit's parameters in forward and again in backward
+              } else if (traits.shards_optimizer_state) {
+                t *= 1.02;  // gathers the stepped parameters once per step
+              }
               if (offload) t *= 1.3;
               t *= 1.0 + 4.0 / static_cast<double>(b);
               r.time_per_sample = t;

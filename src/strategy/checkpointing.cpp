@@ -54,11 +54,12 @@ CheckpointingPolicy find_policy(const std::string& name) { return policies().get
 
 void validate(const CheckpointingConfig& cfg, const std::vector<std::string>& block_lists) {
   (void)find_policy(cfg.policy);
-  if (cfg.policy == "none") return;
-  if (cfg.policy == "every_k" && cfg.k < 1) {
+  const CheckpointingKind kind = checkpointing_kind(cfg.policy);
+  if (kind == CheckpointingKind::none) return;
+  if (kind == CheckpointingKind::every_k && cfg.k < 1) {
     throw fail("every_k needs k >= 1, got " + std::to_string(cfg.k));
   }
-  if (cfg.policy == "selective" && cfg.targets.empty()) {
+  if (kind == CheckpointingKind::selective && cfg.targets.empty()) {
     throw fail("selective needs targets (child units of each block, e.g. [attn, mlp])");
   }
   if (block_lists.empty()) {
@@ -72,7 +73,7 @@ std::vector<std::pair<std::string, Unit*>> select_units(
     torch::nn::Module& model, const CheckpointingConfig& cfg,
     const std::vector<std::string>& block_lists) {
   std::vector<std::pair<std::string, Unit*>> units;
-  if (cfg.policy == "none") return units;
+  if (!checkpointing_enabled(cfg)) return units;
   const CheckpointingPolicy policy = find_policy(cfg.policy);
   // Blocks by list, so that `index` and `count` are the position within each list.
   std::map<std::string, std::vector<Block>> by_list;
@@ -110,6 +111,19 @@ void register_checkpointing_policy(const std::string& name, CheckpointingPolicy 
   policies().add(name, std::move(policy));
 }
 
+CheckpointingKind checkpointing_kind(const std::string& policy) {
+  // The built-in names of policies() above; the registry refuses them to users.
+  if (policy == "none") return CheckpointingKind::none;
+  if (policy == "full") return CheckpointingKind::full;
+  if (policy == "every_k") return CheckpointingKind::every_k;
+  if (policy == "selective") return CheckpointingKind::selective;
+  return CheckpointingKind::registered;
+}
+
+bool checkpointing_enabled(const CheckpointingConfig& cfg) {
+  return checkpointing_kind(cfg.policy) != CheckpointingKind::none;
+}
+
 void checkpoint_unit(Unit& unit) {
   unit.set_wrapper(kCheckpointWrapperName, wrap_layer::kCheckpoint,
                    [](const at::Tensor& x, const UnitFn& inner) { return checkpoint(inner, x); });
@@ -136,7 +150,8 @@ int64_t apply_checkpointing(torch::nn::Module& model, const CheckpointingConfig&
   const auto count = static_cast<int64_t>(units.size());
   if (count > 0 || removed > 0) {
     std::string message = "checkpointing: policy " + cfg.policy;
-    if (cfg.policy == "every_k") message += " (k=" + std::to_string(cfg.k) + ")";
+    const bool every_k = checkpointing_kind(cfg.policy) == CheckpointingKind::every_k;
+    if (every_k) message += " (k=" + std::to_string(cfg.k) + ")";
     message += " wraps " + std::to_string(count) + " units";
     if (count > 0) message += ", first " + units.front().first + ", last " + units.back().first;
     log::info(message);

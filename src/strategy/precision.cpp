@@ -25,8 +25,10 @@ void register_precision(const std::string& name, const PrecisionSpec& spec) {
   precisions().add(name, spec);
 }
 
+PrecisionSpec precision_spec(const std::string& name) { return precisions().get(name); }
+
 Precision::Precision(const std::string& name, const GradScalerConfig& sc) : name_(name) {
-  const PrecisionSpec spec = precisions().get(name);
+  const PrecisionSpec spec = precision_spec(name);
   autocast_ = spec.autocast;
   dtype_ = spec.dtype;
   if (spec.loss_scaling) scaler_.emplace(sc);

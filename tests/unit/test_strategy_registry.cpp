@@ -5,12 +5,16 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <string>
+#include <utility>
 
 #include "frugal/config/load.h"
 #include "frugal/config/named_registry.h"
 #include "frugal/config/strategy_names.h"
 #include "frugal/engine/engine.h"
 #include "frugal/engine/sharding_registry.h"
+#include "frugal/memory/oom_advice.h"
+#include "frugal/memory/planner.h"
 #include "frugal/models/gpt.h"
 #include "frugal/models/registry.h"
 #include "frugal/models/unit.h"
@@ -22,6 +26,37 @@
 using namespace frugal;
 
 namespace {
+
+// "dp opt grads params" with the traits that are set, so that a failure shows all four.
+std::string traits_text(const ShardingTraits& t) {
+  const std::pair<bool, const char*> all[] = {{t.data_parallel, "dp"},
+                                              {t.shards_optimizer_state, "opt"},
+                                              {t.shards_gradients, "grads"},
+                                              {t.shards_parameters, "params"}};
+  std::string out;
+  for (const auto& [on, name] : all) {
+    if (on) out += (out.empty() ? "" : " ") + std::string(name);
+  }
+  return out;
+}
+
+// A model of 1000 parameters (blocks of at most 100, 50 outside them) with no activations:
+// predicted peaks are sums of the state terms alone.
+memory::ModelProfile state_only_profile() {
+  memory::ModelProfile p;
+  p.params = 1000;
+  p.largest_block = 100;
+  p.root = 50;
+  p.measured_batch = 1;
+  return p;
+}
+
+int64_t predicted_peak(const std::string& mode, bool offload = false) {
+  memory::PlanRow row;
+  row.sharding = mode;
+  row.offload = offload;
+  return memory::predict_peak(state_only_profile(), row, /*world=*/4);
+}
 
 Batch tiny_batch() {
   at::Tensor seq = at::randint(0, 32, {4, 9}, at::kLong);
@@ -112,4 +147,79 @@ TEST_CASE("one registry shape serves every named choice", "[unit][strategy]") {
   CHECK_THROWS_WITH(make_model(mc), Catch::StartsWith("model.type: unknown model 'nope' (known: "));
   CHECK_THROWS_WITH(Precision("fp7"),
                     Catch::StartsWith("strategy.precision: unknown precision 'fp7'"));
+}
+
+TEST_CASE("each built-in sharding mode says what it shards", "[unit][strategy]") {
+  CHECK(traits_text(sharding_traits("none")) == "");
+  CHECK(traits_text(sharding_traits("ddp")) == "dp");
+  CHECK(traits_text(sharding_traits("zero1")) == "dp opt");
+  CHECK(traits_text(sharding_traits("zero2")) == "dp opt grads");
+  CHECK(traits_text(sharding_traits("zero3")) == "dp opt grads params");
+  CHECK_THROWS_WITH(sharding_traits("zero9"),
+                    Catch::StartsWith("strategy.sharding.mode: unknown mode 'zero9' (known: "));
+  // The planner reads them: AdamW's 4 + 4 + 8 bytes per parameter over 4 ranks, zero2 and
+  // zero3 keeping one whole unit of gradients (100 parameters), zero3 gathering the root and
+  // two blocks (250 parameters).
+  CHECK(predicted_peak("none") == 16000);
+  CHECK(predicted_peak("ddp") == 16000);
+  CHECK(predicted_peak("zero1") == 4000 + 4000 + 2000);
+  CHECK(predicted_peak("zero2") == 4000 + (1000 + 400) + 2000);
+  CHECK(predicted_peak("zero3") == (1000 + 1000) + (1000 + 400) + 2000);
+  // Offloaded, a rank's host step covers what it steps: all of it, or its quarter.
+  CHECK(predicted_peak("ddp", true) == 4000 + 4000 + (8 * 1000 + 8000));
+  CHECK(predicted_peak("zero1", true) == 4000 + 4000 + (8 * 250 + 2000));
+}
+
+TEST_CASE("a registered sharding mode's traits are returned and planned with", "[unit][strategy]") {
+  auto plain = [](const ShardingConfig&, std::shared_ptr<dist::Communicator>) {
+    return std::make_shared<Sharding>();
+  };
+  register_sharding("traits-like-zero2", plain, {true, true, true, false});
+  register_sharding("traits-default", plain);  // the two-argument form: shards nothing
+  CHECK(traits_text(sharding_traits("traits-like-zero2")) == "dp opt grads");
+  CHECK(traits_text(sharding_traits("traits-default")) == "");
+  CHECK(predicted_peak("traits-like-zero2") == predicted_peak("zero2"));
+  CHECK(predicted_peak("traits-like-zero2", true) == predicted_peak("zero2", true));
+  CHECK(predicted_peak("traits-default") == predicted_peak("none"));
+  // The out-of-memory advice asks the traits too: only a mode that shards parameters is
+  // spared the zero3 advice.
+  register_sharding("traits-like-zero3", plain, {true, true, true, true});
+  auto advises_zero3 = [](const std::string& mode) {
+    Config cfg;
+    cfg.strategy.sharding.mode = mode;
+    memory::OomFigures f;
+    f.state_bytes = 16 << 20;
+    f.peak_bytes = 80 << 20;
+    for (const auto& a : memory::oom_advice(cfg, f)) {
+      if (a.find("zero3 over") != std::string::npos) return true;
+    }
+    return false;
+  };
+  CHECK(advises_zero3("traits-like-zero2"));
+  CHECK_FALSE(advises_zero3("traits-like-zero3"));
+}
+
+TEST_CASE("precisions and checkpointing policies answer what they do", "[unit][strategy]") {
+  CHECK_FALSE(precision_spec("fp32").autocast);
+  CHECK(precision_spec("bf16-mixed").autocast);
+  CHECK(precision_spec("bf16-mixed").dtype == at::kBFloat16);
+  CHECK_FALSE(precision_spec("bf16-mixed").loss_scaling);
+  CHECK(precision_spec("fp16-mixed").dtype == at::kHalf);
+  CHECK(precision_spec("fp16-mixed").loss_scaling);
+  register_precision("spec-bf16-scaled", {true, at::kBFloat16, true});
+  CHECK(precision_spec("spec-bf16-scaled").loss_scaling);
+  CHECK_THROWS_WITH(precision_spec("fp7"),
+                    Catch::StartsWith("strategy.precision: unknown precision 'fp7'"));
+
+  CHECK(checkpointing_kind("none") == CheckpointingKind::none);
+  CHECK(checkpointing_kind("full") == CheckpointingKind::full);
+  CHECK(checkpointing_kind("every_k") == CheckpointingKind::every_k);
+  CHECK(checkpointing_kind("selective") == CheckpointingKind::selective);
+  CHECK(checkpointing_kind("last_half") == CheckpointingKind::registered);
+  CheckpointingConfig c;
+  CHECK_FALSE(checkpointing_enabled(c));  // the default is none
+  for (const std::string policy : {"full", "every_k", "selective", "last_half"}) {
+    c.policy = policy;
+    CHECK(checkpointing_enabled(c));
+  }
 }

@@ -4,8 +4,9 @@
 // precision x checkpointing; those that fit, ranked by an estimate of time per sample.
 //
 // Peak = parameters + gradients + optimizer state (each whole or divided by N as the
-// sharding mode says; zero3 adds the units it gathers at once; offload moves the optimizer's
-// state to the host) + activations (measured at the config's micro-batch, scaled linearly).
+// sharding mode's traits say, frugal::sharding_traits; zero3 adds the units it gathers at
+// once; offload moves the optimizer's state to the host) + activations (measured at the
+// config's micro-batch, scaled linearly).
 #pragma once
 
 #include <cstdint>

@@ -34,6 +34,15 @@ using CheckpointingPolicy = std::function<std::vector<std::string>(
 // taken (built in or registered) is a frugal::Error.
 void register_checkpointing_policy(const std::string& name, CheckpointingPolicy policy);
 
+// The built-in policies, for code that branches on one (its parameters, the planner's
+// estimates) instead of comparing names; `registered` is any other name, a user's policy or
+// one that is not known at all (apply_checkpointing tells those apart).
+enum class CheckpointingKind { none, full, every_k, selective, registered };
+CheckpointingKind checkpointing_kind(const std::string& policy);
+// Whether `cfg` checkpoints at all: every policy but none. (A registered policy counts as on
+// even if it picks no unit of a given model; only applying it can tell.)
+bool checkpointing_enabled(const CheckpointingConfig& cfg);
+
 // The name checkpointing's wrapper has on a Unit (Unit::has_wrapper).
 inline constexpr const char* kCheckpointWrapperName = "checkpoint";
 

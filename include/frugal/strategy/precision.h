@@ -34,6 +34,10 @@ struct PrecisionSpec {
 // register_precision("fp16-mixed-unscaled", {true, at::kHalf, false}). A name already taken
 // (built in or registered) is a frugal::Error.
 void register_precision(const std::string& name, const PrecisionSpec& spec);
+// What `name` does (built in or registered), for code that asks about a precision without
+// running it (the planner, the out-of-memory advice); an unknown name is a frugal::Error
+// listing the known ones.
+PrecisionSpec precision_spec(const std::string& name);
 
 class Precision {
  public:
