@@ -56,7 +56,7 @@ void Engine::setup(std::shared_ptr<torch::nn::Module> model,
     if (auto* m = dynamic_cast<Model*>(model_.get())) block_lists_ = m->block_lists();
   }
   const CheckpointingConfig& ckpt = options_.strategy.checkpointing;
-  if (ckpt.policy != "none") {
+  if (checkpointing_enabled(ckpt)) {
     if (block_lists_.empty()) {
       throw Error("strategy.checkpointing: the model names no blocks; call Engine::mark_blocks "
                   "with the module lists that hold its frugal::Unit blocks");

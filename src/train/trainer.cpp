@@ -10,6 +10,7 @@
 #include "frugal/data/loader.h"
 #include "frugal/distributed/communicator.h"
 #include "frugal/engine/device.h"
+#include "frugal/engine/sharding_registry.h"
 #include "frugal/io/atomic_file.h"
 #include "frugal/memory/cpu_tracking.h"
 #include "frugal/memory/host_allocator.h"
@@ -51,7 +52,8 @@ struct Trainer::Impl {
     memory::tune_host_allocator(cfg.memory.host_allocator);
     memory::install_cpu_tracking();
     memory::set_cpu_budget(cfg.memory.budget);
-    if (job.distributed() || cfg.strategy.sharding.mode != "none") {
+    // Data-parallel modes need their collectives even in a job of one.
+    if (job.distributed() || sharding_traits(cfg.strategy.sharding.mode).data_parallel) {
       comm = dist::init_from_env(cfg.distributed, job);
       main = comm->is_main();
     }
