@@ -2,7 +2,7 @@
 # `threads` (first argument, default: all cores) and a scratch folder `tmp` removed on exit.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-bash tools/bootstrap.sh >/dev/null
+FRUGAL_TEST_DEPS=1 bash tools/bootstrap.sh >/dev/null
 threads=${1:-$(nproc)}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

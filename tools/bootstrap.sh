@@ -48,6 +48,16 @@ if [ ! -f "$venv/.frugal-$req_hash" ]; then
   "$venv/bin/pip" install -q --disable-pip-version-check --progress-bar off -r requirements.txt
   touch "$venv/.frugal-$req_hash"
 fi
+# Test-only packages (transformers), for tools/test.sh and the benchmarks: FRUGAL_TEST_DEPS=1.
+if [ "${FRUGAL_TEST_DEPS:-0}" = 1 ]; then
+  test_hash=$(cat requirements.txt requirements-test.txt | sha256sum | cut -c1-12)
+  if [ ! -f "$venv/.frugal-test-$test_hash" ]; then
+    say "installing the test-only Python packages (requirements-test.txt)"
+    "$venv/bin/pip" install -q --disable-pip-version-check --progress-bar off \
+      -r requirements-test.txt -c requirements.txt
+    touch "$venv/.frugal-test-$test_hash"
+  fi
+fi
 if [ "$(readlink .venv 2>/dev/null)" != "$venv" ]; then
   rm -f .venv
   ln -s "$venv" .venv

@@ -6,7 +6,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-bash tools/bootstrap.sh
+FRUGAL_TEST_DEPS=1 bash tools/bootstrap.sh
 cd build
 rc=0
 ctest --output-on-failure --timeout 900 -j "$(nproc)" "$@" || rc=$?

@@ -15,21 +15,17 @@ namespace {
 void apply_preset(const Entry& size, ModelConfig& model, KeyMarks& marks) {
   decode(size, model.size);
   if (model.size.empty()) return;
-  const GptPreset* preset = find_gpt_preset(model.size);
+  const ModelPreset* preset = find_model_preset(model.size);
   if (!preset) {
-    const std::vector<std::string> names = gpt_preset_names();
+    const std::vector<std::string> names = model_preset_names();
     std::string list;
     for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
     fail(size.loc, fmt::format("model.size: unknown preset '{}'{} (known: {})", model.size,
                                did_you_mean(model.size, names), list));
   }
-  model.n_layer = preset->n_layer;
-  model.n_head = preset->n_head;
-  model.n_embd = preset->n_embd;
-  model.block_size = preset->block_size;
-  model.vocab_size = preset->vocab_size;
-  for (const char* key : {"size", "n_layer", "n_head", "n_embd", "block_size", "vocab_size"})
-    marks[std::string("model.") + key] = size.loc;
+  preset->fill(model);
+  marks["model.size"] = size.loc;
+  for (const char* key : preset->keys) marks[std::string("model.") + key] = size.loc;
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // A hash of what decides the numbers training produces, to refuse (or warn about) resuming a
 // run under a different configuration. Paths, names, logging, checkpoint cadence and loader
 // parallelism don't change the numbers, so they are left out; model.size is left out because
-// the sizes it expands to are hashed themselves.
+// the sizes it expands to are hashed themselves, and the model keys its type does not read.
 //
 // strategy is hashed whole (precision and the grad scaler change the numbers; accumulation
 // changes the batch an optimizer step sees) except strategy.checkpointing: recomputing
@@ -17,8 +17,12 @@ namespace frugal {
 
 std::string config_fingerprint(const Config& config) {
   const std::string text =
-      config_detail::dump(config, [](std::string_view section, std::string_view key) {
-        if (section == "model") return key != "size";
+      config_detail::dump(config, [&config](std::string_view section, std::string_view key) {
+        // Only the keys the model type reads: another type's sizes (or keys added for one
+        // later) never change a run's fingerprint.
+        if (section == "model") {
+          return key != "size" && config_detail::key_is_read(config, section, key);
+        }
         // How a step's global batch is cut (micro-batches x accumulation x ranks) does not
         // change what is computed: the trainer checks the global batch itself at resume.
         if (section == "data") {

@@ -105,12 +105,14 @@ void decode(const Entry& e, std::array<double, 2>& out);
 void decode(const Entry& e, std::map<std::string, std::string>& out);
 
 // presets.cpp
-struct GptPreset {
+struct ModelPreset {
   const char* name;
-  int64_t n_layer, n_head, n_embd, block_size, vocab_size;
+  const char* type;                      // the model.type it sizes
+  std::function<void(ModelConfig&)> fill;
+  std::vector<const char*> keys;         // the model keys it fills
 };
-const std::vector<GptPreset>& gpt_presets();
-const GptPreset* find_gpt_preset(std::string_view name);
+const std::vector<ModelPreset>& model_presets();
+const ModelPreset* find_model_preset(std::string_view name);
 
 // validate.cpp: `marks` (may be null) locates the offending key.
 void validate(const Config& config, const KeyMarks* marks);

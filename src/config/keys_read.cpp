@@ -22,6 +22,13 @@ bool model_key_read(std::string_view type, std::string_view key) {
                    "bias", "kernels"},
                   key);
   }
+  if (type == "llama") {
+    return listed({"size", "vocab_size", "block_size", "n_layer", "n_head", "n_embd", "kernels",
+                   "n_kv_head", "intermediate_size", "rope_theta", "rope_scaling", "rope_factor",
+                   "rope_low_freq_factor", "rope_high_freq_factor",
+                   "rope_original_max_position", "rms_norm_eps", "tie_embeddings", "qkv_bias"},
+                  key);
+  }
   if (type == "mlp") return listed({"in_features", "hidden", "out_features"}, key);
   if (type == "convnet") {
     return listed({"in_channels", "image_size", "channels", "num_classes"}, key);

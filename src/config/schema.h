@@ -40,6 +40,17 @@ void for_each_field(C& c, Visit&& visit) {
   visit("model", "dropout", c.model.dropout);
   visit("model", "bias", c.model.bias);
   visit("model", "kernels", c.model.kernels);
+  visit("model", "n_kv_head", c.model.n_kv_head);
+  visit("model", "intermediate_size", c.model.intermediate_size);
+  visit("model", "rope_theta", c.model.rope_theta);
+  visit("model", "rope_scaling", c.model.rope_scaling);
+  visit("model", "rope_factor", c.model.rope_factor);
+  visit("model", "rope_low_freq_factor", c.model.rope_low_freq_factor);
+  visit("model", "rope_high_freq_factor", c.model.rope_high_freq_factor);
+  visit("model", "rope_original_max_position", c.model.rope_original_max_position);
+  visit("model", "rms_norm_eps", c.model.rms_norm_eps);
+  visit("model", "tie_embeddings", c.model.tie_embeddings);
+  visit("model", "qkv_bias", c.model.qkv_bias);
   visit("model", "in_features", c.model.in_features);
   visit("model", "hidden", c.model.hidden);
   visit("model", "out_features", c.model.out_features);

@@ -85,11 +85,20 @@ void check_run(const Checker& c, const RunConfig& run) {
 
 void check_model(const Checker& c, const ModelConfig& m, const DataConfig& data) {
   c.require(!m.type.empty(), "model.type", "must not be empty");
-  if (!m.size.empty() && !find_gpt_preset(m.size))
-    c.one_of(m.size, gpt_preset_names(), "model.size");
+  if (!m.size.empty()) {
+    const ModelPreset* preset = find_model_preset(m.size);
+    if (!preset) {
+      c.one_of(m.size, model_preset_names(), "model.size");
+    } else if (m.type == "gpt" || m.type == "llama") {  // a registered model may use any
+      c.require(m.type == preset->type, "model.size",
+                fmt::format("'{}' is a {} size, model.type is {} (set model.type: {})", m.size,
+                            preset->type, m.type, preset->type),
+                "model.type");
+    }
+  }
   c.unit_interval(m.dropout, "model.dropout");
   // Only the sizes of the chosen model type matter; the others keep their defaults unused.
-  if (m.type == "gpt") {
+  if (m.type == "gpt" || m.type == "llama") {
     c.at_least<int64_t>(m.vocab_size, 1, "model.vocab_size");
     c.at_least<int64_t>(m.block_size, 1, "model.block_size");
     c.at_least<int64_t>(m.n_layer, 1, "model.n_layer");
@@ -108,6 +117,37 @@ void check_model(const Checker& c, const ModelConfig& m, const DataConfig& data)
     c.require(data.seq_len <= m.block_size, "data.seq_len",
               fmt::format("must be <= model.block_size ({}), got {}", m.block_size, data.seq_len),
               "model.block_size");
+  }
+  if (m.type == "llama") {
+    c.at_least<int64_t>(m.n_kv_head, 0, "model.n_kv_head");
+    const int64_t kv = m.n_kv_head == 0 ? m.n_head : m.n_kv_head;
+    c.require(kv > 0 && m.n_head % kv == 0, "model.n_kv_head",
+              fmt::format("must divide model.n_head ({} query heads do not share {} key/value "
+                          "heads evenly)",
+                          m.n_head, kv),
+              "model.n_head");
+    c.require((m.n_embd / std::max<int64_t>(1, m.n_head)) % 2 == 0, "model.n_embd",
+              fmt::format("n_embd / n_head must be even for rotary embeddings (it is {})",
+                          m.n_embd / std::max<int64_t>(1, m.n_head)),
+              "model.n_head");
+    c.at_least<int64_t>(m.intermediate_size, 0, "model.intermediate_size");
+    c.require(m.rope_theta > 0 && std::isfinite(m.rope_theta), "model.rope_theta",
+              fmt::format("must be a positive number, got {}", m.rope_theta));
+    c.one_of(m.rope_scaling, {"none", "llama3"}, "model.rope_scaling");
+    if (m.rope_scaling == "llama3") {
+      c.require(m.rope_factor >= 1.0, "model.rope_factor",
+                fmt::format("must be >= 1, got {}", m.rope_factor));
+      c.require(m.rope_high_freq_factor > m.rope_low_freq_factor && m.rope_low_freq_factor > 0,
+                "model.rope_high_freq_factor",
+                fmt::format("must be > model.rope_low_freq_factor > 0 (got {} and {})",
+                            m.rope_high_freq_factor, m.rope_low_freq_factor),
+                "model.rope_low_freq_factor");
+      c.at_least<int64_t>(m.rope_original_max_position, 1, "model.rope_original_max_position");
+    }
+    c.require(m.rms_norm_eps > 0 && m.rms_norm_eps < 1, "model.rms_norm_eps",
+              fmt::format("must be in (0, 1), got {}", m.rms_norm_eps));
+    c.require(m.dropout == 0.0, "model.dropout",
+              fmt::format("llama has no dropout (got {}); use model.dropout: 0", m.dropout));
   } else if (m.type == "mlp") {
     c.at_least<int64_t>(m.in_features, 1, "model.in_features");
     for (int64_t h : m.hidden) c.at_least<int64_t>(h, 1, "model.hidden");

@@ -6,6 +6,8 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/nn/module.h>
+#include <torch/utils.h>
 
 #include <cstdlib>
 
@@ -124,6 +126,18 @@ Work C10dGroup::do_barrier() { return wrap(backend_->barrier(), "barrier"); }
 std::string resolve_backend(const std::string& backend) {
   if (backend != "auto") return backend;
   return at::globalContext().hasCUDA() ? "nccl" : "gloo";
+}
+
+void broadcast_module(Communicator& comm, torch::nn::Module& module, int root) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : module.named_parameters(/*recurse=*/true)) {
+    at::Tensor t = p.value().detach();
+    comm.broadcast(t, root);
+  }
+  for (auto& b : module.named_buffers(/*recurse=*/true)) {
+    at::Tensor t = b.value();
+    comm.broadcast(t, root);
+  }
 }
 
 std::shared_ptr<Communicator> init_from_env(const DistributedConfig& cfg, const RankInfo& info) {

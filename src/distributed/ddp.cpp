@@ -95,17 +95,12 @@ void DataParallel::setup(const ShardingSetup& setup) {
   if (!s.params.empty()) throw std::logic_error("DataParallel::setup called twice");
   torch::NoGradGuard no_grad;
   // 1. Every rank starts from rank 0's parameters and buffers.
+  broadcast_module(*comm_, model);
   for (auto& p : model.named_parameters(/*recurse=*/true)) {
-    at::Tensor t = p.value().detach();
-    comm_->broadcast(t, 0);
     if (p.value().requires_grad()) {
       s.params.push_back(p.value());
       s.names.push_back(p.key());
     }
-  }
-  for (auto& b : model.named_buffers(/*recurse=*/true)) {
-    at::Tensor t = b.value();
-    comm_->broadcast(t, 0);
   }
   // 2. Buckets, filled in reverse registration order, one dtype/device per bucket.
   const int64_t cap = static_cast<int64_t>(bucket_mb_ * 1024 * 1024);

@@ -219,15 +219,10 @@ void ZeroSharding::setup(const ShardingSetup& setup) {
   }
   torch::NoGradGuard no_grad;
   // 1. Every rank starts from rank 0's parameters and buffers.
+  broadcast_module(*comm_, model);
   std::unordered_map<const c10::TensorImpl*, std::string> name_of;
   for (auto& p : model.named_parameters(/*recurse=*/true)) {
-    at::Tensor t = p.value().detach();
-    comm_->broadcast(t, 0);
     name_of[p.value().unsafeGetTensorImpl()] = p.key();
-  }
-  for (auto& b : model.named_buffers(/*recurse=*/true)) {
-    at::Tensor t = b.value();
-    comm_->broadcast(t, 0);
   }
   // 2. The optimizer group of each trained parameter: a flat buffer never mixes groups, so
   //    each keeps its own options (weight decay or not).

@@ -3,6 +3,7 @@
 #include "frugal/config/named_registry.h"
 #include "frugal/models/convnet.h"
 #include "frugal/models/gpt.h"
+#include "frugal/models/llama.h"
 #include "frugal/models/mlp.h"
 #include "frugal/util/error.h"
 
@@ -16,6 +17,8 @@ NamedRegistry<ModelFactory>& registry() {
       "model.type", "model",
       {
           {"gpt", [](const ModelConfig& c) { return std::make_shared<Gpt>(GptOptions::from(c)); }},
+          {"llama",
+           [](const ModelConfig& c) { return std::make_shared<Llama>(LlamaOptions::from(c)); }},
           {"mlp",
            [](const ModelConfig& c) {
              return std::make_shared<Mlp>(c.in_features, c.hidden, c.out_features);

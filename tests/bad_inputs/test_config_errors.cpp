@@ -163,7 +163,8 @@ TEST_CASE("config errors: names outside their closed sets", "[config][bad_input]
         "bf16-mixed, fp16-mixed) (did you mean 'fp32'?)");
   CHECK(error_for("model:\n  size: gpt2-125m\n") ==
         "c.yaml:2:3: model.size: unknown preset 'gpt2-125m' (did you mean 'gpt2-124m'?) (known: "
-        "gpt-tiny, gpt-mini, gpt-small, gpt2-124m, gpt2-350m)");
+        "gpt-tiny, gpt-mini, gpt-small, gpt2-124m, gpt2-350m, smollm2-135m, smollm2-360m, "
+        "smollm2-1.7b, llama-3.2-1b, llama-3.2-3b, llama-3.1-8b, qwen2.5-0.5b)");
   CHECK(error_for("run: {device: gpu}\n") ==
         "c.yaml:1:7: run.device: unknown device 'gpu' (expected auto, cpu, cuda or cuda:N)");
   CHECK_NOTHROW(load_config_string("run: {device: 'cuda:1'}\n", "c.yaml"));

@@ -129,7 +129,21 @@ TEST_CASE("config: fingerprint follows what changes the training numbers", "[con
   };
   // Sections that change what is computed.
   CHECK(changed([](Config& c) { c.model.n_layer = 3; }));
-  CHECK(changed([](Config& c) { c.model.options["x"] = "1"; }));
+  // A user-registered model's options; keys the model type does not read are not hashed.
+  const std::string registered = [&] {
+    Config c = base;
+    c.model.type = "my-model";
+    return frugal::config_fingerprint(c);
+  }();
+  CHECK(registered != fp);
+  CHECK([&] {
+    Config c = base;
+    c.model.type = "my-model";
+    c.model.options["x"] = "1";
+    return frugal::config_fingerprint(c) != registered;
+  }());
+  CHECK_FALSE(changed([](Config& c) { c.model.options["x"] = "1"; }));  // gpt reads no options
+  CHECK_FALSE(changed([](Config& c) { c.model.n_kv_head = 2; }));       // llama's, not gpt's
   CHECK(changed([](Config& c) { c.data.path = "other.bin"; }));
   CHECK(changed([](Config& c) { c.optim.lr = 1e-3; }));
   CHECK(changed([](Config& c) { c.schedule.warmup_steps = 5; }));

@@ -23,9 +23,11 @@ struct RunConfig {
 };
 
 struct ModelConfig {
-  std::string type = "gpt";  // gpt | mlp | convnet | a user-registered name
-  std::string size;          // gpt preset: gpt-tiny | gpt-mini | gpt-small | gpt2-124m | ...
-  // gpt (a preset fills these; keys given explicitly win over the preset)
+  std::string type = "gpt";  // gpt | llama | mlp | convnet | a user-registered name
+  // A preset of the chosen type (gpt: gpt-tiny | ... | gpt2-124m; llama: smollm2-135m | ... |
+  // llama-3.1-8b | qwen2.5-0.5b); it fills the sizes, keys given explicitly win over it.
+  std::string size;
+  // gpt and llama
   int64_t vocab_size = 256;
   int64_t block_size = 128;  // maximum sequence length
   int64_t n_layer = 4;
@@ -36,6 +38,18 @@ struct ModelConfig {
   // Kernels of attention: auto (frugal's CPU kernel where it applies, else ATen's)
   // | aten | frugal; see frugal/models/kernels.h.
   std::string kernels = "auto";
+  // llama (Llama 2/3, SmolLM2, Qwen2, Mistral shapes; n_embd is the hidden size)
+  int64_t n_kv_head = 0;          // key/value heads (grouped-query attention); 0 = n_head
+  int64_t intermediate_size = 0;  // SwiGLU's hidden size; 0 = 8/3 n_embd rounded up to 256
+  double rope_theta = 10000.0;    // rotary embeddings' base
+  std::string rope_scaling = "none";  // none | llama3 (Llama 3.1's long-context frequencies)
+  double rope_factor = 8.0;           // llama3 scaling: factor, low/high frequency factors and
+  double rope_low_freq_factor = 1.0;  // the context length the model was first trained at
+  double rope_high_freq_factor = 4.0;
+  int64_t rope_original_max_position = 8192;
+  double rms_norm_eps = 1e-5;
+  bool tie_embeddings = true;  // the output projection is the token embedding
+  bool qkv_bias = false;       // biases on the q, k and v projections (Qwen2)
   // mlp
   int64_t in_features = 32;
   std::vector<int64_t> hidden = {64, 64};

@@ -42,7 +42,9 @@ std::string to_yaml(const Config& config);
 // given a different configuration.
 std::string config_fingerprint(const Config& config);
 
-// The names model.size accepts, in table order (for help texts and docs).
-std::vector<std::string> gpt_preset_names();
+// The names model.size accepts for a model type ("" = every type), in table order (for help
+// texts and docs).
+std::vector<std::string> model_preset_names(const std::string& type = "");
+std::vector<std::string> gpt_preset_names();  // model_preset_names("gpt")
 
 }  // namespace frugal

@@ -20,6 +20,10 @@
 #include "frugal/config/config.h"
 #include "frugal/distributed/env.h"
 
+namespace torch::nn {
+class Module;
+}
+
 namespace frugal::dist {
 
 // An asynchronous collective; wait() blocks until it has finished (and rethrows its failure,
@@ -87,6 +91,10 @@ class Communicator {
 
 // One number reduced over every rank (a blocking all_reduce of one float64).
 double all_reduce_scalar(Communicator& comm, double v, Reduce op = Reduce::kSum);
+
+// Every parameter and buffer of `module` takes `root`'s value, in place (data parallel ranks
+// start from the same model whatever each initialised).
+void broadcast_module(Communicator& comm, torch::nn::Module& module, int root = 0);
 
 // Joins the job described by the environment (env.h): a TCPStore rendezvous at
 // MASTER_ADDR:MASTER_PORT, then a Gloo or NCCL process group (`backend: auto` = NCCL when CUDA

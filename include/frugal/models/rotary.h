@@ -1,0 +1,45 @@
+// Rotary position embeddings (RoPE, Su et al. 2021) as the Llama family applies them: each
+// head's dimensions are split in halves (x1, x2), rotated as x * cos + (-x2, x1) * sin with
+// angles position x inv_freq, inv_freq_i = theta^(-2i / head_dim). Llama 3.1's scaling
+// (`llama3`) divides the low frequencies (wavelengths beyond original_max_position /
+// low_freq_factor) by `factor`, keeps the high ones (wavelengths below original_max_position
+// / high_freq_factor) and blends those between. The angles are computed in float32 and
+// rounded to the activations' dtype, as transformers does, so logits match it.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <mutex>
+#include <tuple>
+
+namespace frugal {
+
+struct RopeOptions {
+  int64_t head_dim = 64;
+  double theta = 10000.0;
+  bool llama3_scaling = false;
+  double factor = 8.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position = 8192;
+};
+
+// The inverse frequencies (head_dim / 2, float32), scaled as the options say.
+at::Tensor rope_inverse_frequencies(const RopeOptions& o);
+
+class RotaryEmbedding {
+ public:
+  explicit RotaryEmbedding(const RopeOptions& o);
+  // x (B, heads, T, head_dim) rotated by positions 0..T-1.
+  at::Tensor apply(const at::Tensor& x);
+  // cos and sin (T, head_dim) in float32 on `device`, cached per (T, device).
+  std::pair<at::Tensor, at::Tensor> cos_sin(int64_t T, c10::Device device);
+
+ private:
+  at::Tensor inv_freq_;  // CPU float32
+  std::mutex mutex_;
+  std::map<std::pair<int64_t, std::string>, std::pair<at::Tensor, at::Tensor>> cache_;
+};
+
+}  // namespace frugal

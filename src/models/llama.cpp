@@ -1,0 +1,166 @@
+#include "frugal/models/llama.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/init.h>
+#include <torch/utils.h>
+
+#include "frugal/models/causal_attention.h"
+#include "frugal/util/error.h"
+
+namespace frugal {
+
+LlamaOptions LlamaOptions::from(const ModelConfig& c) {
+  LlamaOptions o;
+  o.vocab_size = c.vocab_size;
+  o.max_position = c.block_size;
+  o.n_layer = c.n_layer;
+  o.n_head = c.n_head;
+  o.n_kv_head = c.n_kv_head > 0 ? c.n_kv_head : c.n_head;
+  o.hidden = c.n_embd;
+  // Llama's rule when unset: 2/3 of 4 x hidden, rounded up to a multiple of 256.
+  o.intermediate = c.intermediate_size > 0 ? c.intermediate_size
+                                           : (8 * c.n_embd / 3 + 255) / 256 * 256;
+  o.rms_norm_eps = c.rms_norm_eps;
+  o.tie_embeddings = c.tie_embeddings;
+  o.qkv_bias = c.qkv_bias;
+  o.kernels = parse_kernels(c.kernels, "model.kernels");
+  if (o.n_head < 1 || o.hidden % o.n_head != 0 || o.n_head % o.n_kv_head != 0) {
+    throw Error("model: n_embd must be a multiple of n_head, and n_head of n_kv_head (got " +
+                std::to_string(o.hidden) + ", " + std::to_string(o.n_head) + ", " +
+                std::to_string(o.n_kv_head) + ")");
+  }
+  o.rope.head_dim = o.head_dim();
+  o.rope.theta = c.rope_theta;
+  o.rope.llama3_scaling = c.rope_scaling == "llama3";
+  o.rope.factor = c.rope_factor;
+  o.rope.low_freq_factor = c.rope_low_freq_factor;
+  o.rope.high_freq_factor = c.rope_high_freq_factor;
+  o.rope.original_max_position = c.rope_original_max_position;
+  return o;
+}
+
+int64_t LlamaOptions::parameter_count() const {
+  const int64_t q = n_head * head_dim(), kv = n_kv_head * head_dim();
+  const int64_t attention = hidden * q + 2 * hidden * kv + q * hidden + (qkv_bias ? q + 2 * kv : 0);
+  const int64_t mlp = 3 * hidden * intermediate;
+  const int64_t block = attention + mlp + 2 * hidden;  // + the two norms
+  return vocab_size * hidden * (tie_embeddings ? 1 : 2) + n_layer * block + hidden;
+}
+
+RmsNormImpl::RmsNormImpl(int64_t dim, double eps) : eps_(eps) {
+  weight = register_parameter("weight", at::ones({dim}));
+}
+
+at::Tensor RmsNormImpl::forward(const at::Tensor& x) {
+  // In float32 whatever the activations' dtype (autocast would not promote a pow / mean).
+  const at::Tensor xf = x.to(at::kFloat);
+  const at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps_);
+  return weight * normed.to(x.scalar_type());
+}
+
+namespace {
+torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+}
+}  // namespace
+
+LlamaAttention::LlamaAttention(const LlamaOptions& o, std::shared_ptr<RotaryEmbedding> rope)
+    : n_head_(o.n_head), n_kv_head_(o.n_kv_head), head_dim_(o.head_dim()), kernels_(o.kernels),
+      rope_(std::move(rope)) {
+  q_proj = register_module("q_proj", make_linear(o.hidden, o.n_head * head_dim_, o.qkv_bias));
+  k_proj = register_module("k_proj", make_linear(o.hidden, o.n_kv_head * head_dim_, o.qkv_bias));
+  v_proj = register_module("v_proj", make_linear(o.hidden, o.n_kv_head * head_dim_, o.qkv_bias));
+  o_proj = register_module("o_proj", make_linear(o.n_head * head_dim_, o.hidden, false));
+}
+
+at::Tensor LlamaAttention::forward_impl(const at::Tensor& x) {
+  const int64_t B = x.size(0), T = x.size(1);
+  // (B, T, heads * D) -> (B, heads, T, D); rotary embeddings on queries and keys.
+  auto heads = [&](const at::Tensor& t, int64_t n) { return t.view({B, T, n, head_dim_}).transpose(1, 2); };
+  at::Tensor q = rope_->apply(heads(linear(q_proj, x), n_head_));
+  at::Tensor k = rope_->apply(heads(linear(k_proj, x), n_kv_head_));
+  at::Tensor v = heads(linear(v_proj, x), n_kv_head_);
+  // Each key/value head serves n_head / n_kv_head query heads.
+  const int64_t group = n_head_ / n_kv_head_;
+  if (group > 1) {
+    k = k.repeat_interleave(group, 1);
+    v = v.repeat_interleave(group, 1);
+  }
+  // frugal's CPU kernel reads packed (B, T, 3C) rows; ATen's SDPA takes the heads as they are.
+  at::Tensor y;
+  const bool frugal = kernels_ == Kernels::Frugal ||
+                      (kernels_ == Kernels::Auto && frugal_attention_available() &&
+                       frugal_kernels_take(q));
+  if (frugal) {
+    const int64_t C = n_head_ * head_dim_;
+    at::Tensor qkv = at::cat({q.transpose(1, 2).reshape({B, T, C}), k.transpose(1, 2).reshape({B, T, C}),
+                              v.transpose(1, 2).reshape({B, T, C})},
+                             -1);
+    y = causal_self_attention(qkv, n_head_, 0.0, kernels_);  // (B, T, C)
+  } else {
+    y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                         /*is_causal=*/true)
+            .transpose(1, 2)
+            .reshape({B, T, n_head_ * head_dim_});
+  }
+  return linear(o_proj, y);
+}
+
+LlamaMlp::LlamaMlp(const LlamaOptions& o) {
+  gate_proj = register_module("gate_proj", make_linear(o.hidden, o.intermediate, false));
+  up_proj = register_module("up_proj", make_linear(o.hidden, o.intermediate, false));
+  down_proj = register_module("down_proj", make_linear(o.intermediate, o.hidden, false));
+}
+
+at::Tensor LlamaMlp::forward_impl(const at::Tensor& x) {
+  return linear(down_proj, at::silu(linear(gate_proj, x)) * linear(up_proj, x));
+}
+
+LlamaBlock::LlamaBlock(const LlamaOptions& o, std::shared_ptr<RotaryEmbedding> rope) {
+  input_layernorm = register_module("input_layernorm", RmsNorm(o.hidden, o.rms_norm_eps));
+  self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(o, std::move(rope)));
+  post_attention_layernorm =
+      register_module("post_attention_layernorm", RmsNorm(o.hidden, o.rms_norm_eps));
+  mlp = register_module("mlp", std::make_shared<LlamaMlp>(o));
+}
+
+at::Tensor LlamaBlock::forward_impl(const at::Tensor& x) {
+  at::Tensor h = x + self_attn->forward(input_layernorm->forward(x));
+  return h + mlp->forward(post_attention_layernorm->forward(h));
+}
+
+Llama::Llama(const LlamaOptions& o) : options_(o) {
+  auto rope = std::make_shared<RotaryEmbedding>(o.rope);
+  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(o.vocab_size, o.hidden));
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < o.n_layer; ++i) layers->push_back(std::make_shared<LlamaBlock>(o, rope));
+  norm = register_module("norm", RmsNorm(o.hidden, o.rms_norm_eps));
+  if (!o.tie_embeddings) lm_head = register_module("lm_head", make_linear(o.hidden, o.vocab_size, false));
+  // transformers' initialisation: N(0, 0.02) for matrices and the embedding, zero biases,
+  // norms at one.
+  torch::NoGradGuard no_grad;
+  for (auto& item : named_parameters()) {
+    const std::string& name = item.key();
+    at::Tensor& p = item.value();
+    if (name.find("norm") != std::string::npos) continue;  // ones already
+    if (name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0) {
+      p.zero_();
+    } else {
+      p.normal_(0.0, 0.02);
+    }
+  }
+}
+
+at::Tensor Llama::forward(const at::Tensor& idx) {
+  const int64_t T = idx.size(1);
+  if (T > options_.max_position) {
+    throw Error("model: sequence length " + std::to_string(T) + " exceeds block_size " +
+                std::to_string(options_.max_position));
+  }
+  at::Tensor x = embed_tokens->forward(idx);  // (B, T, hidden)
+  for (const auto& block : *layers) x = block->as<LlamaBlock>()->forward(x);
+  x = norm->forward(x);
+  return lm_head ? linear(lm_head, x) : at::linear(x, embed_tokens->weight);  // (B, T, vocab)
+}
+
+}  // namespace frugal

@@ -1,0 +1,57 @@
+#include "frugal/models/rotary.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+namespace frugal {
+
+at::Tensor rope_inverse_frequencies(const RopeOptions& o) {
+  const auto f32 = at::TensorOptions().dtype(at::kFloat);
+  at::Tensor inv_freq =
+      1.0 / at::pow(o.theta, at::arange(0, o.head_dim, 2, at::TensorOptions().dtype(at::kLong))
+                                 .to(at::kFloat) /
+                             static_cast<double>(o.head_dim));
+  if (!o.llama3_scaling) return inv_freq.to(f32.dtype());
+  const double old_len = static_cast<double>(o.original_max_position);
+  const double low_freq_wavelen = old_len / o.low_freq_factor;
+  const double high_freq_wavelen = old_len / o.high_freq_factor;
+  const at::Tensor wavelen = 2.0 * M_PI / inv_freq;
+  // Long wavelengths (low frequencies) are divided by the factor, short ones kept.
+  at::Tensor scaled = at::where(wavelen > low_freq_wavelen, inv_freq / o.factor, inv_freq);
+  // Between the two, a blend from divided to kept.
+  const at::Tensor smooth =
+      (old_len / wavelen - o.low_freq_factor) / (o.high_freq_factor - o.low_freq_factor);
+  const at::Tensor smoothed = (1.0 - smooth) * scaled / o.factor + smooth * scaled;
+  const at::Tensor medium = (wavelen >= high_freq_wavelen).logical_and(wavelen <= low_freq_wavelen);
+  return at::where(medium, smoothed, scaled).to(at::kFloat);
+}
+
+RotaryEmbedding::RotaryEmbedding(const RopeOptions& o) : inv_freq_(rope_inverse_frequencies(o)) {}
+
+std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin(int64_t T, c10::Device device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto key = std::make_pair(T, device.str());
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second;
+  // Angles in float32 (autocast does not reach here: plain ATen ops on float32 inputs).
+  const at::Tensor inv = inv_freq_.to(device);
+  const at::Tensor pos = at::arange(T, at::TensorOptions().dtype(at::kFloat).device(device));
+  const at::Tensor freqs = at::outer(pos, inv);             // (T, head_dim / 2)
+  const at::Tensor angles = at::cat({freqs, freqs}, -1);    // (T, head_dim)
+  auto value = std::make_pair(angles.cos(), angles.sin());
+  cache_.emplace(key, value);
+  return value;
+}
+
+at::Tensor RotaryEmbedding::apply(const at::Tensor& x) {
+  auto [cos, sin] = cos_sin(x.size(2), x.device());
+  cos = cos.to(x.scalar_type());
+  sin = sin.to(x.scalar_type());
+  const int64_t half = x.size(-1) / 2;
+  const at::Tensor x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
+  const at::Tensor rotated = at::cat({-x2, x1}, -1);
+  return x * cos + rotated * sin;
+}
+
+}  // namespace frugal
