@@ -5,7 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "frugal/config/load.h"
 #include "frugal/distributed/sharded_state.h"
+#include "frugal/hf/folder.h"
 #include "frugal/io/checkpoint.h"
 #include "frugal/io/pt_export.h"
 #include "frugal/io/safetensors.h"
@@ -21,7 +23,25 @@ struct ExportArgs {
   std::string format = "safetensors";
   std::string output;
   bool overwrite = false;
+  double max_shard_mb = 5120;  // --format hf
 };
+
+// The run's model settings, from the checkpoint's meta.json (the resolved config it trained
+// with).
+ModelConfig model_of(const fs::path& dir, const Checkpoint& ckpt) {
+  const std::string what = (dir / "meta.json").string();
+  nlohmann::json meta;
+  try {
+    meta = nlohmann::json::parse(ckpt.meta_json);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: corrupt ({})", what, e.what()));
+  }
+  if (!meta.contains("config")) {
+    throw Error(what + ": no config (written by an older frugal); --format hf needs the "
+                       "model's settings");
+  }
+  return resolved_model_config(meta["config"].get<std::string>(), what);
+}
 
 // A run directory means its newest checkpoint; a checkpoint directory means itself.
 fs::path resolve_checkpoint(const fs::path& source) {
@@ -58,10 +78,15 @@ void add_export(CLI::App& app, Action& run) {
   auto args = std::make_shared<ExportArgs>();
   auto* cmd = app.add_subcommand("export", "Write a checkpoint's weights as .pt or safetensors");
   cmd->add_option("source", args->source, "Run directory or checkpoint directory")->required();
-  cmd->add_option("--format", args->format, "pt | safetensors")
-      ->check(CLI::IsMember({"pt", "safetensors"}));
-  cmd->add_option("-o,--output", args->output, "Output file")->required();
-  cmd->add_flag("--overwrite", args->overwrite, "Replace the output file if it exists");
+  cmd->add_option("--format", args->format,
+                  "pt | safetensors | hf (a folder transformers' from_pretrained loads)")
+      ->check(CLI::IsMember({"pt", "safetensors", "hf"}));
+  cmd->add_option("-o,--output", args->output, "Output file (a folder for --format hf)")
+      ->required();
+  cmd->add_option("--max-shard-mb", args->max_shard_mb,
+                  "--format hf: the largest safetensors shard, in MiB (default 5120)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--overwrite", args->overwrite, "Replace the output if it exists");
   cmd->callback([&run, args] {
     run = [args] {
       const fs::path out(args->output);
@@ -72,7 +97,21 @@ void add_export(CLI::App& app, Action& run) {
       const fs::path ckpt_dir = resolve_checkpoint(args->source);
       Checkpoint ckpt = load_checkpoint(ckpt_dir);
       const NamedTensors tensors = ckpt.shard_world > 0 ? consolidate(ckpt_dir, ckpt) : ckpt.model;
-      if (args->format == "pt") {
+      if (args->format == "hf") {
+        const ModelConfig model = model_of(ckpt_dir, ckpt);
+        // The tokenizer files come along from the folder the run started from.
+        const fs::path tokenizer_dir =
+            fs::is_directory(model.init_from) ? fs::path(model.init_from) : fs::path();
+        // An existing folder (--overwrite) is replaced only once the new one is complete.
+        fs::path fresh = out;
+        if (fs::exists(out)) fresh += ".new";
+        hf::write_folder(fresh, model, tensors,
+                         static_cast<int64_t>(args->max_shard_mb * 1024 * 1024), tokenizer_dir);
+        if (fresh != out) {
+          fs::remove_all(out);
+          fs::rename(fresh, out);
+        }
+      } else if (args->format == "pt") {
         io::write_pt(out, tensors);
       } else {
         io::write_safetensors(out, tensors, {{"format", "pt"}, {"source", ckpt_dir.string()}});

@@ -24,7 +24,7 @@ bool model_key_read(std::string_view type, std::string_view key) {
   }
   if (type == "llama") {
     return listed({"size", "vocab_size", "block_size", "n_layer", "n_head", "n_embd", "kernels",
-                   "n_kv_head", "intermediate_size", "rope_theta", "rope_scaling", "rope_factor",
+                   "init_from", "n_kv_head", "intermediate_size", "rope_theta", "rope_scaling", "rope_factor",
                    "rope_low_freq_factor", "rope_high_freq_factor",
                    "rope_original_max_position", "rms_norm_eps", "tie_embeddings", "qkv_bias"},
                   key);

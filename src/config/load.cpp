@@ -3,6 +3,7 @@
 #include "frugal/config/load.h"
 
 #include "internal.h"
+#include "frugal/util/error.h"
 
 namespace frugal {
 namespace {
@@ -28,5 +29,26 @@ Config load_config_string(const std::string& yaml_text, const std::string& sourc
 }
 
 Config default_config() { return Config{}; }
+
+ModelConfig resolved_model_config(const std::string& yaml_text, const std::string& source_name) {
+  // The architecture keys were resolved from model.init_from's folder when the run started;
+  // that folder is not read again (it may be gone), only remembered.
+  YAML::Node config;
+  try {
+    config = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw Error(source_name + ": not valid YAML (" + e.what() + ")");
+  }
+  std::string init_from;
+  if (config.IsMap() && config["model"] && config["model"].IsMap() && config["model"]["init_from"]) {
+    init_from = config["model"]["init_from"].as<std::string>();
+    config["model"].remove("init_from");
+  }
+  YAML::Emitter out;
+  out << config;
+  ModelConfig model = load_config_string(out.c_str(), source_name).model;
+  model.init_from = init_from;
+  return model;
+}
 
 }  // namespace frugal

@@ -151,7 +151,7 @@ void require_positive(int64_t value, const char* key) {
 
 std::shared_ptr<Dataset> make_synthetic(const SyntheticOptions& options) {
   if (options.samples < 0) throw Error("data.synthetic_samples must be >= 0");
-  if (options.kind == "gpt") {
+  if (options.kind == "gpt" || options.kind == "llama") {  // language models: token sequences
     require_positive(options.vocab_size, "model.vocab_size");
     require_positive(options.seq_len, "data.seq_len");
     return std::make_shared<SyntheticTokens>(options);
@@ -169,7 +169,7 @@ std::shared_ptr<Dataset> make_synthetic(const SyntheticOptions& options) {
   }
   throw Error(
       fmt::format("data.type synthetic: no synthetic data for model.type '{}' (built in "
-                  "for gpt | mlp | convnet)",
+                  "for gpt | llama | mlp | convnet)",
                   options.kind));
 }
 

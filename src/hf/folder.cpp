@@ -34,70 +34,6 @@ std::string frugal_name(const std::string& name) {
 
 }  // namespace
 
-ModelConfig read_model_config(const fs::path& dir, ModelConfig m) {
-  const fs::path file = dir / "config.json";
-  const json c = read_json(file);
-  const std::string what = file.string();
-  auto fail = [&](const std::string& key, const std::string& message) {
-    throw Error(fmt::format("{}: {}: {}", what, key, message));
-  };
-  const std::string type = c.value("model_type", std::string());
-  if (type != "llama" && type != "mistral" && type != "qwen2") {
-    fail("model_type", fmt::format("'{}' is not a Llama-family model (llama, mistral, qwen2)", type));
-  }
-  try {
-    m.type = "llama";
-    m.size.clear();
-    m.vocab_size = c.at("vocab_size").get<int64_t>();
-    m.n_embd = c.at("hidden_size").get<int64_t>();
-    m.intermediate_size = c.at("intermediate_size").get<int64_t>();
-    m.n_layer = c.at("num_hidden_layers").get<int64_t>();
-    m.n_head = c.at("num_attention_heads").get<int64_t>();
-    m.n_kv_head = c.value("num_key_value_heads", m.n_head);
-    m.block_size = c.value("max_position_embeddings", m.block_size);
-    m.rms_norm_eps = c.value("rms_norm_eps", 1e-6);
-    m.tie_embeddings = c.value("tie_word_embeddings", type != "llama" && type != "mistral");
-    m.qkv_bias = type == "qwen2";
-    m.dropout = 0.0;
-    if (c.contains("head_dim") && !c["head_dim"].is_null() &&
-        c["head_dim"].get<int64_t>() * m.n_head != m.n_embd) {
-      fail("head_dim", fmt::format("{} x {} heads is not hidden_size {}: frugal's Llama has "
-                                   "head_dim = hidden_size / num_attention_heads",
-                                   c["head_dim"].get<int64_t>(), m.n_head, m.n_embd));
-    }
-    if (c.value("attention_bias", false)) {
-      fail("attention_bias", "true (biases on q, k, v and o) is not supported; Qwen2's q/k/v "
-                             "biases are (model_type qwen2)");
-    }
-    if (c.value("mlp_bias", false)) fail("mlp_bias", "true is not supported");
-    if (c.value("use_sliding_window", false)) fail("use_sliding_window", "true is not supported");
-    const std::string act = c.value("hidden_act", std::string("silu"));
-    if (act != "silu") fail("hidden_act", fmt::format("'{}' (frugal's Llama uses silu)", act));
-    // transformers 5 writes rope_parameters {rope_theta, rope_type, ...}; 4.x wrote
-    // rope_theta at the top and rope_scaling {rope_type (or type), ...}.
-    json rope = c.contains("rope_parameters") && c["rope_parameters"].is_object()
-                    ? c["rope_parameters"]
-                    : (c.contains("rope_scaling") && c["rope_scaling"].is_object() ? c["rope_scaling"]
-                                                                                    : json::object());
-    m.rope_theta = rope.value("rope_theta", c.value("rope_theta", 10000.0));
-    std::string rope_type = rope.value("rope_type", rope.value("type", std::string("default")));
-    if (rope_type == "default") {
-      m.rope_scaling = "none";
-    } else if (rope_type == "llama3") {
-      m.rope_scaling = "llama3";
-      m.rope_factor = rope.at("factor").get<double>();
-      m.rope_low_freq_factor = rope.at("low_freq_factor").get<double>();
-      m.rope_high_freq_factor = rope.at("high_freq_factor").get<double>();
-      m.rope_original_max_position = rope.at("original_max_position_embeddings").get<int64_t>();
-    } else {
-      fail("rope_type", fmt::format("'{}' is not supported (default, llama3)", rope_type));
-    }
-  } catch (const json::exception& e) {
-    throw Error(fmt::format("{}: {}", what, e.what()));
-  }
-  return m;
-}
-
 io::NamedTensors read_weights(const fs::path& dir) {
   std::vector<fs::path> files;
   const fs::path index = dir / "model.safetensors.index.json";
@@ -152,6 +88,99 @@ void load_weights(torch::nn::Module& model, const fs::path& dir) {
                                                        "lm_head differs from the embedding)"
                                                      : ""));
   }
+}
+
+io::NamedTensors to_transformers(const ModelConfig& model, const io::NamedTensors& tensors) {
+  io::NamedTensors out;
+  if (model.type == "llama") {
+    for (const auto& [name, t] : tensors) {
+      out.emplace_back(name == "lm_head.weight" ? name : "model." + name, t);
+    }
+    return out;
+  }
+  if (model.type != "gpt") {
+    throw Error(fmt::format("export --format hf: model.type {} has no transformers layout",
+                            model.type));
+  }
+  // GPT-2's Conv1D stores (in, out): frugal's Linear weights, (out, in), transposed.
+  const std::vector<std::pair<std::string, std::string>> parts = {
+      {"ln1.", "ln_1."}, {"ln2.", "ln_2."}, {"attn.qkv.", "attn.c_attn."},
+      {"attn.proj.", "attn.c_proj."}, {"mlp.fc.", "mlp.c_fc."}, {"mlp.proj.", "mlp.c_proj."}};
+  for (const auto& [name, t] : tensors) {
+    if (name == "tok_emb.weight") {
+      out.emplace_back("transformer.wte.weight", t);
+    } else if (name == "pos_emb.weight") {
+      out.emplace_back("transformer.wpe.weight", t);
+    } else if (name.rfind("ln_f.", 0) == 0) {
+      out.emplace_back("transformer." + name, t);
+    } else if (name.rfind("blocks.", 0) == 0) {
+      const size_t dot = name.find('.', 7);
+      const std::string layer = name.substr(7, dot - 7), rest = name.substr(dot + 1);
+      bool mapped = false;
+      for (const auto& [from, to] : parts) {
+        if (rest.rfind(from, 0) != 0) continue;
+        const std::string suffix = rest.substr(from.size());
+        const bool conv = to.find("ln_") != 0 && suffix == "weight";
+        out.emplace_back("transformer.h." + layer + "." + to + suffix,
+                         conv ? t.t().contiguous() : t);
+        mapped = true;
+      }
+      if (!mapped) throw Error("export --format hf: no GPT-2 name for '" + name + "'");
+    } else {
+      throw Error("export --format hf: no GPT-2 name for '" + name + "'");
+    }
+  }
+  return out;
+}
+
+void write_folder(const fs::path& out, const ModelConfig& model, const io::NamedTensors& tensors,
+                  int64_t max_shard_bytes, const fs::path& tokenizer_dir) {
+  if (fs::exists(out)) {
+    throw Error(fmt::format("export: '{}' already exists (pass --overwrite to replace it)",
+                            out.string()));
+  }
+  const std::string config = model_config_json(model);
+  const io::NamedTensors named = to_transformers(model, tensors);
+  // Shards of at most max_shard_bytes, in the tensors' order (a tensor larger than that is a
+  // shard of its own).
+  std::vector<io::NamedTensors> shards(1);
+  int64_t in_shard = 0, total = 0;
+  for (const auto& item : named) {
+    const int64_t bytes = static_cast<int64_t>(item.second.nbytes());
+    if (in_shard > 0 && in_shard + bytes > max_shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back(item);
+    in_shard += bytes;
+    total += bytes;
+  }
+  fs::path tmp = out;
+  tmp += ".tmp-export";
+  if (fs::exists(tmp)) fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  io::write_file_atomic(tmp / "config.json", config);
+  const std::map<std::string, std::string> meta = {{"format", "pt"}};
+  if (shards.size() == 1) {
+    io::write_safetensors(tmp / "model.safetensors", shards.front(), meta);
+  } else {
+    json index = {{"metadata", {{"total_size", total}}}, {"weight_map", json::object()}};
+    for (size_t i = 0; i < shards.size(); ++i) {
+      const std::string file =
+          fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
+      io::write_safetensors(tmp / file, shards[i], meta);
+      for (const auto& [name, _] : shards[i]) index["weight_map"][name] = file;
+    }
+    io::write_file_atomic(tmp / "model.safetensors.index.json", index.dump(2));
+  }
+  if (!tokenizer_dir.empty()) {
+    for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                             "tokenizer.model", "vocab.json", "merges.txt",
+                             "generation_config.json"}) {
+      if (fs::exists(tokenizer_dir / name)) fs::copy_file(tokenizer_dir / name, tmp / name);
+    }
+  }
+  io::publish_directory_atomic(tmp, out);
 }
 
 }  // namespace frugal::hf

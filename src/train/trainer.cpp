@@ -11,6 +11,7 @@
 #include "frugal/distributed/communicator.h"
 #include "frugal/engine/device.h"
 #include "frugal/engine/sharding_registry.h"
+#include "frugal/hf/folder.h"
 #include "frugal/io/atomic_file.h"
 #include "frugal/memory/cpu_tracking.h"
 #include "frugal/memory/host_allocator.h"
@@ -66,6 +67,10 @@ struct Trainer::Impl {
     at::manual_seed(cfg.run.seed);
     device = resolve_device(cfg.run.device, job.local_rank);
     model = make_model(cfg.model);
+    if (!cfg.model.init_from.empty()) {
+      hf::load_weights(*model, cfg.model.init_from);
+      log::info(fmt::format("weights from {}", cfg.model.init_from));
+    }
     model->to(device);
     auto optimizer = make_optimizer(cfg.optim, *model);
     auto schedule = std::make_shared<LrSchedule>(cfg.schedule, cfg.optim.lr, cfg.train.max_steps);

@@ -38,6 +38,9 @@ struct ModelConfig {
   // Kernels of attention: auto (frugal's CPU kernel where it applies, else ATen's)
   // | aten | frugal; see frugal/models/kernels.h.
   std::string kernels = "auto";
+  // llama: a Hugging Face model folder to start from (config.json sets the architecture keys
+  // above and below; the weights are loaded before training; docs/models.md).
+  std::string init_from;
   // llama (Llama 2/3, SmolLM2, Qwen2, Mistral shapes; n_embd is the hidden size)
   int64_t n_kv_head = 0;          // key/value heads (grouped-query attention); 0 = n_head
   int64_t intermediate_size = 0;  // SwiGLU's hidden size; 0 = 8/3 n_embd rounded up to 256

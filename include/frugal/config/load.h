@@ -42,6 +42,10 @@ std::string to_yaml(const Config& config);
 // given a different configuration.
 std::string config_fingerprint(const Config& config);
 
+// The model settings of a resolved config (config.resolved.yaml, a checkpoint's meta.json),
+// without reading model.init_from's folder again (its path is kept).
+ModelConfig resolved_model_config(const std::string& yaml_text, const std::string& source_name);
+
 // The names model.size accepts for a model type ("" = every type), in table order (for help
 // texts and docs).
 std::vector<std::string> model_preset_names(const std::string& type = "");

@@ -8,17 +8,10 @@
 
 #include <filesystem>
 
-#include "frugal/config/config.h"
+#include "frugal/config/hf_config.h"
 #include "frugal/io/named_tensors.h"
 
 namespace frugal::hf {
-
-// config.json's architecture as a llama ModelConfig (model_type llama, mistral or qwen2; the
-// sizes, grouped-query heads, rotary base and scaling, RMSNorm epsilon, tied embeddings,
-// Qwen2's q/k/v biases). What frugal's Llama cannot express (a head_dim other than
-// hidden / heads, MLP or output biases, another rope_type, sliding windows) is a frugal::Error
-// naming the file and the key. Fields of `base` that config.json does not set are kept.
-ModelConfig read_model_config(const std::filesystem::path& dir, ModelConfig base = {});
 
 // The weights by frugal's names ("model." stripped), from model.safetensors or every shard the
 // index lists. A folder without either is a frugal::Error naming it.
@@ -29,5 +22,18 @@ io::NamedTensors read_weights(const std::filesystem::path& dir);
 // equals the embedding. A missing or mis-shaped tensor, or one the model does not have, is a
 // frugal::Error naming the folder and the tensor.
 void load_weights(torch::nn::Module& model, const std::filesystem::path& dir);
+
+// transformers' names and layouts for a model's tensors (frugal names in): llama adds
+// "model." (lm_head.weight stays); gpt maps to GPT2LMHeadModel's ("transformer.h.0.attn.c_attn",
+// its Conv1D weights transposed, the tied output left out).
+io::NamedTensors to_transformers(const ModelConfig& model, const io::NamedTensors& tensors);
+
+// Writes a folder transformers' from_pretrained loads: config.json, the weights in
+// model.safetensors or, past max_shard_bytes, in model-0000k-of-0000n.safetensors with
+// model.safetensors.index.json, and the tokenizer files found in `tokenizer_dir` (if given).
+// Built in a temporary folder and published with one rename; an existing `out` is refused.
+void write_folder(const std::filesystem::path& out, const ModelConfig& model,
+                  const io::NamedTensors& tensors, int64_t max_shard_bytes,
+                  const std::filesystem::path& tokenizer_dir = {});
 
 }  // namespace frugal::hf

@@ -1,0 +1,139 @@
+// Hugging Face folders in and out through the CLI: `model.init_from` takes a folder
+// transformers wrote (config.json decides the architecture; a YAML key that disagrees is an
+// error naming both values), `frugal train` fine-tunes it, and `frugal export --format hf`
+// writes a folder (sharded, with its index) that transformers' AutoModelForCausalLM loads
+// with no missing or unexpected weight and whose logits equal frugal's within 1e-5; the same
+// for a GPT, exported as GPT2LMHeadModel.
+#include <ATen/ATen.h>
+#include <catch2/catch.hpp>
+
+#include "frugal/config/load.h"
+#include "frugal/engine/state.h"
+#include "frugal/hf/folder.h"
+#include "frugal/io/checkpoint.h"
+#include "frugal/io/safetensors.h"
+#include "frugal/models/registry.h"
+#include "support/helpers.h"
+
+#include <nlohmann/json.hpp>
+#include <set>
+
+using namespace frugal;
+namespace fs = std::filesystem;
+
+namespace {
+
+test::CommandResult run_frugal(const std::string& args) {
+  return test::run_command(test::frugal_binary() + " " + args);
+}
+
+// frugal's logits for a fixed batch, from the run's last checkpoint, into `file`.
+void write_logits(const fs::path& run, const fs::path& file, int64_t vocab) {
+  const fs::path ckpt_dir = *latest_checkpoint(run / "checkpoints");
+  Checkpoint ckpt = load_checkpoint(ckpt_dir);
+  const Config cfg = load_config_string(
+      nlohmann::json::parse(ckpt.meta_json)["config"].get<std::string>(), "meta");
+  auto model = make_model(cfg.model);
+  load_module_state(*model, ckpt.model, "model.pt");
+  model->eval();
+  at::manual_seed(9);
+  at::Tensor x = at::randint(0, vocab, {2, 10}, at::kLong);
+  at::Tensor logits = model->forward(x).detach().contiguous();
+  io::write_safetensors(file, {{"x", x}, {"logits", logits}});
+}
+
+}  // namespace
+
+TEST_CASE("a transformers llama folder is fine-tuned and exported back to transformers",
+          "[integration][python][llama][hf]") {
+  test::TempDir dir("frugal-hf-folders");
+  auto made = test::run_command(
+      test::python() + " " +
+      test::quote((test::source_dir() / "tests/python/llama_reference.py").string()) + " " +
+      test::quote(dir.path().string()) + " llama");
+  INFO(made.out << made.err);
+  REQUIRE(made.exit_code == 0);
+  const fs::path hf_in = dir / "hf";
+  test::write_text(hf_in / "tokenizer_config.json", "{\"model_max_length\": 64}\n");
+  test::write_text(dir / "ft.yaml",
+                   "run: {dir: '" + dir.path().string() + "', name: ft}\n"
+                   "model: {init_from: '" + hf_in.string() + "'}\n"
+                   "data: {type: synthetic, seq_len: 16, micro_batch_size: 4}\n"
+                   "train: {max_steps: 3, eval_batches: 0, progress: none}\n"
+                   "generate: {tokens: 0}\n");
+  const std::string base = "train " + test::quote((dir / "ft.yaml").string());
+  {
+    INFO("a YAML key that disagrees with config.json names both values");
+    auto r = run_frugal(base + " --set run.name=bad --set model.n_layer=3");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("model.n_layer: 3 here, 2 in") &&
+                          Catch::Contains("config.json (model.init_from)"));
+  }
+  auto r = run_frugal(base + " --set model.n_layer=2");  // agrees: accepted
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out + r.err, Catch::Contains("weights from"));
+
+  const fs::path hf_out = dir / "exported";
+  auto e = run_frugal("export " + test::quote((dir / "ft").string()) + " --format hf -o " +
+                  test::quote(hf_out.string()) + " --max-shard-mb 0.05");
+  INFO(e.out << e.err);
+  REQUIRE(e.exit_code == 0);
+  CHECK(fs::exists(hf_out / "model.safetensors.index.json"));
+  {
+    // 0.05 MiB shards: the ~0.4 MB model is cut into several, each listed in the index.
+    const auto index = nlohmann::json::parse(test::read_text(hf_out / "model.safetensors.index.json"));
+    std::set<std::string> files;
+    for (const auto& [name, file] : index["weight_map"].items()) files.insert(file.get<std::string>());
+    CHECK(files.size() >= 4);
+    for (const auto& f : files) CHECK(fs::exists(hf_out / f));
+    CHECK(index["weight_map"].size() == 21);
+  }
+  CHECK(fs::exists(hf_out / "tokenizer_config.json"));  // carried over from the input folder
+  {
+    INFO("refused without --overwrite");
+    auto again = run_frugal("export " + test::quote((dir / "ft").string()) + " --format hf -o " +
+                        test::quote(hf_out.string()));
+    CHECK(again.exit_code == 2);
+    CHECK_THAT(again.err, Catch::Contains("already exists"));
+  }
+  write_logits(dir / "ft", dir / "logits.safetensors", 96);
+  auto check = test::run_command(
+      test::python() + " " +
+      test::quote((test::source_dir() / "tests/python/check_hf_export.py").string()) + " " +
+      test::quote(hf_out.string()) + " " + test::quote((dir / "logits.safetensors").string()));
+  INFO(check.out << check.err);
+  CHECK(check.exit_code == 0);
+  CHECK_THAT(check.out, Catch::Contains("\"architecture\": \"LlamaForCausalLM\""));
+  // And frugal reads its own export back: the same architecture and weights.
+  const ModelConfig back = hf::read_model_config(hf_out);
+  CHECK(back.n_kv_head == 2);
+  CHECK(back.rope_scaling == "llama3");
+  CHECK_FALSE(back.tie_embeddings);
+  auto model = make_model(back);
+  hf::load_weights(*model, hf_out);
+}
+
+TEST_CASE("a GPT exports as GPT2LMHeadModel with the same logits", "[integration][python][hf]") {
+  test::TempDir dir("frugal-hf-gpt");
+  auto r = run_frugal("train --set run.dir=" + test::quote(dir.path().string()) +
+                  " --set run.name=g --set model.size=gpt-tiny --set model.vocab_size=64"
+                  " --set data.type=synthetic --set data.micro_batch_size=4"
+                  " --set train.max_steps=2 --set train.eval_batches=0 --set generate.tokens=0"
+                  " --set train.progress=none");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  auto e = run_frugal("export " + test::quote((dir / "g").string()) + " --format hf -o " +
+                  test::quote((dir / "hf").string()));
+  INFO(e.out << e.err);
+  REQUIRE(e.exit_code == 0);
+  CHECK(fs::exists(dir / "hf" / "model.safetensors"));
+  write_logits(dir / "g", dir / "logits.safetensors", 64);
+  auto check = test::run_command(
+      test::python() + " " +
+      test::quote((test::source_dir() / "tests/python/check_hf_export.py").string()) + " " +
+      test::quote((dir / "hf").string()) + " " + test::quote((dir / "logits.safetensors").string()));
+  INFO(check.out << check.err);
+  CHECK(check.exit_code == 0);
+  CHECK_THAT(check.out, Catch::Contains("\"architecture\": \"GPT2LMHeadModel\""));
+}
