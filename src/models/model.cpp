@@ -5,13 +5,16 @@
 
 #include <optional>
 
+#include "frugal/data/batch.h"  // kIgnoreIndex
+
 namespace frugal {
 
 at::Tensor cross_entropy_sum(const at::Tensor& output, const at::Tensor& targets) {
   const int64_t classes = output.size(-1);
   return torch::nn::functional::cross_entropy(
       output.reshape({-1, classes}), targets.reshape({-1}),
-      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum).ignore_index(
+          kIgnoreIndex));
 }
 
 at::Tensor linear(const torch::nn::Linear& layer, const at::Tensor& x) {

@@ -89,14 +89,15 @@ TEST_CASE("llama's sizes are checked with the key named", "[unit][llama][bad_inp
              Catch::Contains("model.rope_scaling"));
 }
 
-TEST_CASE("llama blocks are units: full checkpointing gives the same gradients", "[unit][llama]") {
-  auto grads = [](const std::string& policy) {
+TEST_CASE("llama blocks are units: full and selective checkpointing give the same gradients", "[unit][llama]") {
+  auto grads = [](const std::string& policy, std::vector<std::string> targets = {}) {
     at::manual_seed(2);
     auto model = make_model(load_config_string(
         "model: {type: llama, vocab_size: 40, block_size: 16, n_layer: 3, n_head: 4, n_kv_head: 2, "
         "n_embd: 32}", "<llama test>").model);
     StrategyConfig sc;
     sc.checkpointing.policy = policy;
+    sc.checkpointing.targets = targets;
     Engine engine(EngineOptions{sc, 0.0});
     OptimConfig oc;
     oc.type = "sgd";
@@ -109,7 +110,9 @@ TEST_CASE("llama blocks are units: full checkpointing gives the same gradients",
     engine.optimizer_step();
     return out;
   };
-  const auto plain = grads("none"), recomputed = grads("full");
-  REQUIRE(plain.size() == recomputed.size());
-  for (size_t i = 0; i < plain.size(); ++i) CHECK(at::equal(plain[i], recomputed[i]));
+  const auto plain = grads("none");
+  for (const auto& recomputed : {grads("full"), grads("selective", {"self_attn", "mlp"})}) {
+    REQUIRE(plain.size() == recomputed.size());
+    for (size_t i = 0; i < plain.size(); ++i) CHECK(at::equal(plain[i], recomputed[i]));
+  }
 }

@@ -4,15 +4,25 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include <cstdint>
+
 namespace frugal {
+
+// An integer target that is no loss term (padding, a prompt's tokens in fine-tuning), as
+// PyTorch's cross_entropy ignores it by default.
+inline constexpr int64_t kIgnoreIndex = -100;
 
 struct Batch {
   at::Tensor x;  // inputs: (B, T) int64 tokens, (B, F) float features or (B, C, H, W) float images
-  at::Tensor y;  // targets: (B, T) int64 next tokens, or (B) int64 class labels
+  at::Tensor y;  // targets: (B, T) int64 next tokens, or (B) int64 class labels; kIgnoreIndex
+                 // marks a position with no target
 
   int64_t size() const { return x.defined() ? x.size(0) : 0; }
-  // How many loss terms this batch contributes (the loss is divided by the step's total).
-  int64_t num_targets() const { return y.defined() ? y.numel() : 0; }
+  // How many loss terms this batch contributes: integer targets other than kIgnoreIndex, or
+  // every element of floating-point ones. The engine divides the step's summed loss by the
+  // total over micro-batches and ranks, so the result is the mean over the targets that count
+  // (PyTorch's mean cross-entropy with ignore_index), however the step is cut.
+  int64_t num_targets() const;
   // Both tensors on `device`; asynchronous from pinned memory when non_blocking.
   Batch to(const c10::Device& device, bool non_blocking = false) const {
     return {x.to(device, non_blocking), y.to(device, non_blocking)};
