@@ -16,9 +16,10 @@ say() { printf '[bootstrap] %s\n' "$*"; }
 # --- Debian packages -------------------------------------------------------------------------
 # (chromium: the test that renders `frugal report`'s page headless)
 # (patchelf: tools/gpu/bundle.sh, the GPU bundle, built and checked by the test suite)
+# (libpcre2-dev: the tokenizers' pre-tokenizer patterns)
 debs=(
   g++ cmake ninja-build ccache pkg-config python3-venv patchelf
-  libyaml-cpp-dev libspdlog-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev libgloo-dev
+  libyaml-cpp-dev libpcre2-dev libspdlog-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev libgloo-dev
   libopenmpi-dev openmpi-bin
   fortunes fortunes-min
   chromium

@@ -1,0 +1,35 @@
+// Tokenizers from Hugging Face `tokenizer.json` files: byte-level BPE as GPT-2, Llama 3,
+// SmolLM2 and Qwen2.5 use it. Text is cut at the added (special) tokens, split by the
+// pre-tokenizer's regular expressions (PCRE2 with Unicode properties: the same patterns
+// `tokenizers` runs), each piece mapped to GPT-2's byte alphabet and merged by the BPE merge
+// ranks. The ids equal the `tokenizers` package's for the supported configurations
+// (tests/integration/test_tokenizer.cpp); anything else in the file is a frugal::Error
+// naming the file and the field, not an approximation.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace frugal {
+
+class Tokenizer {
+ public:
+  // `path`: a tokenizer.json, or a folder holding one.
+  static std::shared_ptr<Tokenizer> load(const std::filesystem::path& path);
+  virtual ~Tokenizer() = default;
+
+  // Token ids of `text`, without any special token added around it.
+  virtual std::vector<int64_t> encode(std::string_view text) const = 0;
+  virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
+  // One more than the largest id (the shard's token width follows from it).
+  virtual int64_t vocab_size() const = 0;
+  // The id of an added token by its content ("<|endoftext|>"), if there is one.
+  virtual std::optional<int64_t> token_id(const std::string& content) const = 0;
+};
+
+}  // namespace frugal

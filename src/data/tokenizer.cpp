@@ -1,0 +1,411 @@
+// Byte-level BPE from tokenizer.json (docs/data.md, "Tokenizers"), following the `tokenizers`
+// package step by step: added tokens cut the text first; each remaining segment goes through
+// the pre-tokenizers (Split, Digits, ByteLevel, or a Sequence of them); ByteLevel maps each
+// piece's bytes to GPT-2's printable alphabet; BPE merges the piece's symbols by rank
+// (lowest first, every occurrence left to right), unless ignore_merges finds the whole piece
+// in the vocabulary.
+#include "frugal/data/tokenizer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "frugal/io/atomic_file.h"
+#include "frugal/util/error.h"
+#include "regex_split.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace frugal {
+namespace {
+
+// GPT-2's byte alphabet: printable bytes stand for themselves, the others for code points
+// from 256 up, so that every byte is one visible character.
+std::string utf8_of(uint32_t cp) {
+  std::string s;
+  if (cp < 0x80) {
+    s += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    s += static_cast<char>(0xC0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    s += static_cast<char>(0xE0 | (cp >> 12));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return s;
+}
+
+struct ByteAlphabet {
+  std::string of_byte[256];
+  std::unordered_map<std::string, unsigned char> to_byte;
+  ByteAlphabet() {
+    uint32_t next = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
+      of_byte[b] = utf8_of(printable ? static_cast<uint32_t>(b) : next++);
+      to_byte[of_byte[b]] = static_cast<unsigned char>(b);
+    }
+  }
+};
+
+const ByteAlphabet& alphabet() {
+  static const ByteAlphabet a;
+  return a;
+}
+
+size_t utf8_length(unsigned char lead) {
+  return lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : 4;
+}
+
+// The GPT-2 pre-tokenizer's pattern (ByteLevel with use_regex).
+constexpr const char* kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+// One pre-tokenization step: splits each piece further.
+struct PreStep {
+  enum class Kind { split, digits, byte_level } kind;
+  std::shared_ptr<detail::Regex> regex;  // split, byte_level with use_regex
+  std::string behavior = "Isolated";     // split: Isolated | Removed | MergedWithPrevious | MergedWithNext
+  bool individual_digits = false;        // digits
+  bool add_prefix_space = false;         // byte_level
+};
+
+using Pieces = std::vector<std::string>;
+
+// Cuts `piece` at the ranges, keeping or merging them as `behavior` says.
+void cut(const std::string& piece, const std::vector<std::pair<size_t, size_t>>& ranges,
+         const std::string& behavior, Pieces& out) {
+  size_t at = 0;
+  std::string carry;  // MergedWithNext: a match waiting for the text after it
+  auto emit = [&](std::string s) {
+    if (!carry.empty()) {
+      s = carry + s;
+      carry.clear();
+    }
+    if (!s.empty()) out.push_back(std::move(s));
+  };
+  for (const auto& [b, e] : ranges) {
+    std::string gap = piece.substr(at, b - at), match = piece.substr(b, e - b);
+    if (behavior == "Isolated") {
+      emit(gap);
+      emit(match);
+    } else if (behavior == "Removed") {
+      emit(gap);
+    } else if (behavior == "MergedWithPrevious") {
+      emit(gap + match);
+    } else {  // MergedWithNext
+      emit(gap);
+      carry += match;
+    }
+    at = e;
+  }
+  emit(piece.substr(at));
+  if (!carry.empty()) out.push_back(carry);
+}
+
+class BpeTokenizer final : public Tokenizer {
+ public:
+  BpeTokenizer(const json& j, const std::string& what) : what_(what) {
+    auto fail = [&](const std::string& field, const std::string& message) {
+      throw Error(fmt::format("{}: {}: {}", what, field, message));
+    };
+    if (!j.contains("model") || !j["model"].is_object()) fail("model", "missing");
+    const json& m = j["model"];
+    if (m.value("type", std::string()) != "BPE") {
+      fail("model.type", fmt::format("'{}' (supported: BPE)", m.value("type", std::string())));
+    }
+    if (m.contains("dropout") && !m["dropout"].is_null()) fail("model.dropout", "must be null");
+    for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+      if (m.contains(key) && !m[key].is_null() && m[key] != "") fail(std::string("model.") + key, "not supported");
+    }
+    if (m.value("byte_fallback", false)) fail("model.byte_fallback", "not supported (byte-level BPE needs none)");
+    ignore_merges_ = m.value("ignore_merges", false);
+    for (const auto& [token, id] : m.at("vocab").items()) {
+      vocab_[token] = id.get<int64_t>();
+      max_id_ = std::max(max_id_, id.get<int64_t>());
+    }
+    int64_t rank = 0;
+    for (const auto& merge : m.at("merges")) {
+      std::string a, b;
+      if (merge.is_string()) {
+        const std::string s = merge.get<std::string>();
+        const size_t space = s.find(' ');
+        if (space == std::string::npos) fail("model.merges", fmt::format("'{}' is not 'a b'", s));
+        a = s.substr(0, space), b = s.substr(space + 1);
+      } else {
+        a = merge.at(0).get<std::string>(), b = merge.at(1).get<std::string>();
+      }
+      ranks_.emplace(a + '\x01' + b, rank++);
+    }
+    if (m.contains("unk_token") && m["unk_token"].is_string()) {
+      auto it = vocab_.find(m["unk_token"].get<std::string>());
+      if (it != vocab_.end()) unk_ = it->second;
+    }
+    if (j.contains("normalizer") && !j["normalizer"].is_null()) {
+      fail("normalizer", fmt::format("'{}' is not supported yet (only none)",
+                                     j["normalizer"].value("type", std::string("?"))));
+    }
+    for (const auto& t : j.value("added_tokens", json::array())) {
+      if (t.value("lstrip", false) || t.value("rstrip", false) || t.value("single_word", false)) {
+        fail("added_tokens", fmt::format("'{}' uses lstrip / rstrip / single_word (not supported)",
+                                         t.value("content", std::string())));
+      }
+      const std::string content = t.at("content").get<std::string>();
+      const int64_t id = t.at("id").get<int64_t>();
+      added_[content] = id;
+      added_by_id_[id] = content;
+      max_id_ = std::max(max_id_, id);
+      if (!content.empty()) added_by_first_[static_cast<unsigned char>(content[0])].push_back(content);
+    }
+    for (auto& [_, list] : added_by_first_) {
+      std::sort(list.begin(), list.end(),
+                [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+    }
+    parse_pre_tokenizer(j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json(), "pre_tokenizer");
+    if (!byte_level_) fail("pre_tokenizer", "no ByteLevel step (only byte-level BPE is supported)");
+  }
+
+  std::vector<int64_t> encode(std::string_view text) const override {
+    size_t bad = 0;
+    if (!detail::valid_utf8(text, &bad)) {
+      throw Error(fmt::format("tokenizer: the text is not valid UTF-8 (byte {})", bad));
+    }
+    std::vector<int64_t> ids;
+    // Added tokens first (leftmost, longest); the segments between them are pre-tokenized.
+    size_t segment = 0, i = 0;
+    while (i < text.size()) {
+      const std::string* found = nullptr;
+      auto it = added_by_first_.find(static_cast<unsigned char>(text[i]));
+      if (it != added_by_first_.end()) {
+        for (const std::string& t : it->second) {
+          if (text.compare(i, t.size(), t) == 0) {
+            found = &t;
+            break;
+          }
+        }
+      }
+      if (!found) {
+        ++i;
+        continue;
+      }
+      encode_segment(text.substr(segment, i - segment), ids);
+      ids.push_back(added_.at(*found));
+      i += found->size();
+      segment = i;
+    }
+    encode_segment(text.substr(segment), ids);
+    return ids;
+  }
+
+  std::string decode(const std::vector<int64_t>& ids) const override {
+    std::call_once(inverse_once_, [this] {
+      for (const auto& [token, id] : vocab_) by_id_[id] = token;
+    });
+    std::string out;
+    const ByteAlphabet& a = alphabet();
+    for (int64_t id : ids) {
+      auto added = added_by_id_.find(id);
+      if (added != added_by_id_.end()) {
+        out += added->second;
+        continue;
+      }
+      auto it = by_id_.find(id);
+      if (it == by_id_.end()) throw Error(fmt::format("tokenizer: no token has id {}", id));
+      const std::string& token = it->second;
+      for (size_t k = 0; k < token.size();) {
+        const size_t n = utf8_length(static_cast<unsigned char>(token[k]));
+        auto byte = a.to_byte.find(token.substr(k, n));
+        if (byte == a.to_byte.end()) throw Error(fmt::format("tokenizer: token {} is not byte-level", id));
+        out += static_cast<char>(byte->second);
+        k += n;
+      }
+    }
+    return out;
+  }
+
+  int64_t vocab_size() const override { return max_id_ + 1; }
+  std::optional<int64_t> token_id(const std::string& content) const override {
+    auto it = added_.find(content);
+    if (it != added_.end()) return it->second;
+    return std::nullopt;
+  }
+
+ private:
+  void parse_pre_tokenizer(const json& p, const std::string& field) {
+    auto fail = [&](const std::string& message) {
+      throw Error(fmt::format("{}: {}: {}", what_, field, message));
+    };
+    if (p.is_null()) return;
+    const std::string type = p.value("type", std::string());
+    if (byte_level_) fail("a step after ByteLevel is not supported");
+    if (type == "Sequence") {
+      int k = 0;
+      for (const json& step : p.at("pretokenizers")) {
+        parse_pre_tokenizer(step, fmt::format("{}.pretokenizers[{}]", field, k++));
+      }
+    } else if (type == "Split") {
+      PreStep s{PreStep::Kind::split};
+      const json& pattern = p.at("pattern");
+      if (p.value("invert", false)) fail("invert: true is not supported");
+      s.behavior = p.value("behavior", std::string("Isolated"));
+      if (s.behavior != "Isolated" && s.behavior != "Removed" && s.behavior != "MergedWithPrevious" &&
+          s.behavior != "MergedWithNext") {
+        fail(fmt::format("behavior '{}' is not supported", s.behavior));
+      }
+      if (pattern.contains("Regex")) {
+        s.regex = std::make_shared<detail::Regex>(pattern["Regex"].get<std::string>(), false,
+                                                  what_ + ": " + field);
+      } else {
+        s.regex = std::make_shared<detail::Regex>(pattern.at("String").get<std::string>(), true,
+                                                  what_ + ": " + field);
+      }
+      steps_.push_back(std::move(s));
+    } else if (type == "Digits") {
+      PreStep s{PreStep::Kind::digits};
+      s.individual_digits = p.value("individual_digits", false);
+      s.regex = std::make_shared<detail::Regex>(s.individual_digits ? "\\p{N}" : "\\p{N}+", false,
+                                                what_ + ": " + field);
+      steps_.push_back(std::move(s));
+    } else if (type == "ByteLevel") {
+      PreStep s{PreStep::Kind::byte_level};
+      s.add_prefix_space = p.value("add_prefix_space", false);
+      if (p.value("use_regex", true)) s.regex = std::make_shared<detail::Regex>(kGpt2Pattern, false, "GPT-2");
+      steps_.push_back(std::move(s));
+      byte_level_ = true;
+    } else {
+      fail(fmt::format("type '{}' is not supported (Sequence, Split, Digits, ByteLevel)", type));
+    }
+  }
+
+  void encode_segment(std::string_view segment, std::vector<int64_t>& ids) const {
+    if (segment.empty()) return;
+    Pieces pieces{std::string(segment)};
+    for (const PreStep& step : steps_) {
+      Pieces next;
+      for (std::string& piece : pieces) {
+        if (step.kind == PreStep::Kind::byte_level && step.add_prefix_space &&
+            piece.front() != ' ') {
+          piece.insert(piece.begin(), ' ');
+        }
+        if (!step.regex) {
+          next.push_back(std::move(piece));
+          continue;
+        }
+        cut(piece, step.regex->find_all(piece), step.behavior, next);
+      }
+      pieces = std::move(next);
+    }
+    const ByteAlphabet& a = alphabet();
+    for (const std::string& piece : pieces) {
+      std::string mapped;
+      for (unsigned char b : piece) mapped += a.of_byte[b];
+      bpe(mapped, ids);
+    }
+  }
+
+  // The piece's ids: the whole piece (ignore_merges), or its symbols merged by rank.
+  void bpe(const std::string& piece, std::vector<int64_t>& ids) const {
+    if (ignore_merges_) {
+      auto it = vocab_.find(piece);
+      if (it != vocab_.end()) {
+        ids.push_back(it->second);
+        return;
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(cache_mutex_);
+      auto it = cache_.find(piece);
+      if (it != cache_.end()) {
+        ids.insert(ids.end(), it->second.begin(), it->second.end());
+        return;
+      }
+    }
+    std::vector<std::string> symbols;
+    for (size_t k = 0; k < piece.size();) {
+      const size_t n = utf8_length(static_cast<unsigned char>(piece[k]));
+      symbols.push_back(piece.substr(k, n));
+      k += n;
+    }
+    while (symbols.size() > 1) {
+      int64_t best = -1;
+      std::string best_key;
+      for (size_t k = 0; k + 1 < symbols.size(); ++k) {
+        auto it = ranks_.find(symbols[k] + '\x01' + symbols[k + 1]);
+        if (it != ranks_.end() && (best < 0 || it->second < best)) {
+          best = it->second;
+          best_key = it->first;
+        }
+      }
+      if (best < 0) break;
+      // Every occurrence of the best pair, left to right.
+      std::vector<std::string> merged;
+      for (size_t k = 0; k < symbols.size(); ++k) {
+        if (k + 1 < symbols.size() && symbols[k] + '\x01' + symbols[k + 1] == best_key) {
+          merged.push_back(symbols[k] + symbols[k + 1]);
+          ++k;
+        } else {
+          merged.push_back(symbols[k]);
+        }
+      }
+      symbols = std::move(merged);
+    }
+    std::vector<int64_t> out;
+    for (const std::string& s : symbols) {
+      auto it = vocab_.find(s);
+      if (it != vocab_.end()) {
+        out.push_back(it->second);
+      } else if (unk_) {
+        out.push_back(*unk_);
+      } else {
+        throw Error(fmt::format("{}: the symbol '{}' is not in the vocabulary (and no unk_token)",
+                                what_, s));
+      }
+    }
+    ids.insert(ids.end(), out.begin(), out.end());
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    if (cache_.size() < 1000000) cache_.emplace(piece, std::move(out));
+  }
+
+  std::string what_;
+  std::unordered_map<std::string, int64_t> vocab_;
+  std::unordered_map<std::string, int64_t> ranks_;  // "a\x01b" -> rank
+  std::unordered_map<std::string, int64_t> added_;
+  std::unordered_map<int64_t, std::string> added_by_id_;
+  std::map<unsigned char, std::vector<std::string>> added_by_first_;  // longest first
+  std::vector<PreStep> steps_;
+  bool byte_level_ = false;
+  bool ignore_merges_ = false;
+  std::optional<int64_t> unk_;
+  int64_t max_id_ = -1;
+  mutable std::mutex cache_mutex_;
+  mutable std::unordered_map<std::string, std::vector<int64_t>> cache_;
+  mutable std::once_flag inverse_once_;
+  mutable std::unordered_map<int64_t, std::string> by_id_;
+};
+
+}  // namespace
+
+std::shared_ptr<Tokenizer> Tokenizer::load(const fs::path& path) {
+  const fs::path file = fs::is_directory(path) ? path / "tokenizer.json" : path;
+  if (!fs::exists(file)) {
+    throw Error(fmt::format("{}: no tokenizer.json{}", path.string(),
+                            fs::exists(path / "tokenizer.model")
+                                ? " (a SentencePiece tokenizer.model is not supported yet)"
+                                : ""));
+  }
+  json j;
+  try {
+    j = json::parse(io::read_file(file));
+  } catch (const json::exception& e) {
+    throw Error(fmt::format("{}: not valid JSON ({})", file.string(), e.what()));
+  }
+  return std::make_shared<BpeTokenizer>(j, file.string());
+}
+
+}  // namespace frugal
