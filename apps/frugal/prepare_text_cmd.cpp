@@ -11,8 +11,9 @@ namespace {
 struct PrepareArgs {
   std::vector<std::string> inputs;
   std::string output;
-  std::string format = "nanogpt";
+  std::string format;  // default: nanogpt for bytes, llmc with a tokenizer
   bool overwrite = false;
+  std::string tokenizer;  // a tokenizer.json or its folder; empty: byte-level
 };
 
 }  // namespace
@@ -20,16 +21,29 @@ struct PrepareArgs {
 void add_prepare_text(CLI::App& app, Action& run) {
   auto args = std::make_shared<PrepareArgs>();
   auto* cmd = app.add_subcommand(
-      "prepare-text", "Turn text files (or folders of them) into byte-level token shards");
+      "prepare-text",
+      "Turn text files (or folders of them) into token shards: bytes, or a tokenizer's ids");
   cmd->add_option("inputs", args->inputs, "Text files or folders")->required();
   cmd->add_option("-o,--output", args->output, "Output .bin file")->required();
-  cmd->add_option("--format", args->format, "nanogpt (raw uint16) | llmc (with header)")
+  cmd->add_option("--format", args->format,
+                  "nanogpt (raw uint16; the default for bytes) | llmc (with header; the default "
+                  "with --tokenizer)")
       ->check(CLI::IsMember({"nanogpt", "llmc"}));
+  cmd->add_option("--tokenizer", args->tokenizer,
+                  "A Hugging Face tokenizer.json (or its folder): each file a document, ended by "
+                  "the end-of-text token; uint32 llm.c shards past 65536 tokens");
   cmd->add_flag("--overwrite", args->overwrite, "Replace the output file if it exists");
   cmd->callback([&run, args] {
     run = [args] {
-      const TokenFormat format = args->format == "llmc" ? TokenFormat::llmc : TokenFormat::nanogpt;
-      const int64_t tokens = prepare_text(args->inputs, args->output, format, args->overwrite);
+      const TokenFormat format = args->format == "llmc"      ? TokenFormat::llmc
+                                 : args->format == "nanogpt" ? TokenFormat::nanogpt
+                                 : args->tokenizer.empty()   ? TokenFormat::nanogpt
+                                                             : TokenFormat::llmc;
+      const int64_t tokens =
+          args->tokenizer.empty()
+              ? prepare_text(args->inputs, args->output, format, args->overwrite)
+              : prepare_text_tokenized(args->inputs, args->output, format, args->tokenizer,
+                                       args->overwrite);
       std::cout << fmt::format("wrote {} tokens to {}\n", tokens, args->output);
       return 0;
     };

@@ -1,15 +1,21 @@
-// `frugal prepare-text`: text files -> one uint16 token shard (byte-level tokens).
+// `frugal prepare-text`: text files -> one token shard: byte-level tokens, or a tokenizer's
+// (uint16, or llm.c's uint32 shards past 65536 tokens).
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
+#include <filesystem>
 #include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <system_error>
 
 #include "files.h"
 #include "frugal/data/text.h"
+#include "frugal/data/tokenizer.h"
+#include "frugal/io/atomic_file.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
 
@@ -53,7 +59,113 @@ void write_shard(const std::vector<TokenStream>& streams, int64_t total, TokenFo
   if (!out) throw Error(fmt::format("prepare-text: error writing '{}'", output));
 }
 
+// Appends `ids` to `out` as little-endian tokens of `width` bytes.
+void write_tokens(std::ofstream& out, const std::vector<int64_t>& ids, int width) {
+  if (width == 2) {
+    std::vector<uint16_t> packed(ids.begin(), ids.end());
+    out.write(reinterpret_cast<const char*>(packed.data()), static_cast<std::streamsize>(2 * packed.size()));
+  } else {
+    std::vector<uint32_t> packed(ids.begin(), ids.end());
+    out.write(reinterpret_cast<const char*>(packed.data()), static_cast<std::streamsize>(4 * packed.size()));
+  }
+}
+
+// Each file is a document: its tokens, then the end-of-text token when there is one. The
+// header (llm.c) is written last, when the count is known.
+int64_t write_tokenized(const std::vector<std::string>& inputs, const Tokenizer& tokenizer,
+                        std::optional<int64_t> eos, TokenFormat format, int width,
+                        const std::string& path, const std::string& output) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error(fmt::format("prepare-text: cannot write '{}'", path));
+  if (format == TokenFormat::llmc) out.write(std::string(kLlmcHeaderBytes, '\0').data(), kLlmcHeaderBytes);
+  int64_t total = 0;
+  for (const std::string& input : inputs) {
+    for (const std::string& file : list_text_files(input, "prepare-text")) {
+      std::vector<int64_t> ids;
+      try {
+        ids = tokenizer.encode(io::read_file(file));
+      } catch (const Error& e) {
+        throw Error(fmt::format("prepare-text: '{}': {}", file, e.what()));
+      }
+      if (eos) ids.push_back(*eos);
+      write_tokens(out, ids, width);
+      total += static_cast<int64_t>(ids.size());
+    }
+  }
+  if (format == TokenFormat::llmc) {
+    if (total > std::numeric_limits<int32_t>::max()) {
+      throw Error(fmt::format("prepare-text: {} tokens do not fit an llm.c header", total));
+    }
+    std::vector<int32_t> header(256, 0);
+    header[0] = width == 2 ? kLlmcMagic : kLlmcMagicU32;
+    header[1] = width == 2 ? kLlmcVersion : kLlmcVersionU32;
+    header[2] = static_cast<int32_t>(total);
+    out.seekp(0);
+    out.write(reinterpret_cast<const char*>(header.data()), kLlmcHeaderBytes);
+  }
+  out.close();
+  if (!out) throw Error(fmt::format("prepare-text: error writing '{}'", output));
+  return total;
+}
+
 }  // namespace
+
+std::optional<int64_t> end_of_text_token(const Tokenizer& tokenizer,
+                                         const std::filesystem::path& dir) {
+  // tokenizer_config.json's eos_token (a string, or {"content": ...}), else a common name.
+  const auto config = dir / "tokenizer_config.json";
+  if (std::filesystem::exists(config)) {
+    try {
+      const auto j = nlohmann::json::parse(io::read_file(config));
+      if (j.contains("eos_token")) {
+        const auto& e = j["eos_token"];
+        const std::string content = e.is_string() ? e.get<std::string>()
+                                    : e.is_object() ? e.value("content", std::string())
+                                                    : std::string();
+        if (auto id = tokenizer.token_id(content)) return id;
+      }
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(fmt::format("{}: not valid JSON ({})", config.string(), e.what()));
+    }
+  }
+  for (const char* name : {"<|endoftext|>", "<|end_of_text|>", "</s>"}) {
+    if (auto id = tokenizer.token_id(name)) return id;
+  }
+  return std::nullopt;
+}
+
+int64_t prepare_text_tokenized(const std::vector<std::string>& inputs, const std::string& output,
+                               TokenFormat format, const std::filesystem::path& tokenizer_path,
+                               bool overwrite) {
+  if (inputs.empty()) throw Error("prepare-text: no input files");
+  if (detail::exists(output) && !overwrite) {
+    throw Error(fmt::format("prepare-text: '{}' already exists; refusing to overwrite it (use "
+                            "--overwrite to replace it)",
+                            output));
+  }
+  auto tokenizer = Tokenizer::load(tokenizer_path);
+  const int width = tokenizer->vocab_size() <= 65536 ? 2 : 4;
+  if (format == TokenFormat::detect) format = TokenFormat::llmc;
+  if (width == 4 && format == TokenFormat::nanogpt) {
+    throw Error(fmt::format("prepare-text: the tokenizer has {} tokens, more than nanoGPT's "
+                            "uint16 shards hold; use --format llmc (uint32 shards)",
+                            tokenizer->vocab_size()));
+  }
+  const auto dir = std::filesystem::is_directory(tokenizer_path)
+                       ? std::filesystem::path(tokenizer_path)
+                       : std::filesystem::path(tokenizer_path).parent_path();
+  const auto eos = end_of_text_token(*tokenizer, dir);
+  TempFile temp{fmt::format("{}.tmp-{}", output, ::getpid())};
+  const int64_t total = write_tokenized(inputs, *tokenizer, eos, format, width, temp.path, output);
+  if (std::rename(temp.path.c_str(), output.c_str()) != 0) {
+    throw Error(fmt::format("prepare-text: cannot write '{}': {}", output,
+                            std::generic_category().message(errno)));
+  }
+  temp.keep = true;
+  log::info(fmt::format("prepare-text: wrote {} tokens ({}-bit, vocabulary {}) to '{}' ({})",
+                        total, 8 * width, tokenizer->vocab_size(), output, to_string(format)));
+  return total;
+}
 
 int64_t prepare_text(const std::vector<std::string>& inputs, const std::string& output,
                      TokenFormat format, bool overwrite) {

@@ -26,7 +26,8 @@ TokenStream::Shard open_shard(const std::string& path, TokenFormat format, const
   if (format == TokenFormat::detect) {
     // llm.c's magic read as two uint16 tokens is (54472, 308): 54472 lies outside GPT-2's
     // vocabulary (50257), so a real nanoGPT shard is not mistaken for an llm.c one.
-    bool magic = size >= 4 && header_field(bytes, 0) == kLlmcMagic;
+    bool magic = size >= 4 && (header_field(bytes, 0) == kLlmcMagic ||
+                                header_field(bytes, 0) == kLlmcMagicU32);
     format = magic ? TokenFormat::llmc : TokenFormat::nanogpt;
   }
   TokenStream::Shard shard{file, path, bytes, 0, 2};
@@ -45,16 +46,21 @@ TokenStream::Shard open_shard(const std::string& path, TokenFormat format, const
                     "(truncated?)",
                     key, path, size, kLlmcHeaderBytes));
   }
-  if (int32_t magic = header_field(bytes, 0); magic != kLlmcMagic) {
-    throw Error(fmt::format("{}: '{}': bad magic {} (expected llm.c magic {})", key, path, magic,
-                            kLlmcMagic));
+  const int32_t magic = header_field(bytes, 0), version = header_field(bytes, 1);
+  if (magic != kLlmcMagic && magic != kLlmcMagicU32) {
+    throw Error(fmt::format("{}: '{}': bad magic {} (expected llm.c magic {} or {})", key, path,
+                            magic, kLlmcMagic, kLlmcMagicU32));
   }
-  if (int32_t version = header_field(bytes, 1); version != kLlmcVersion) {
-    throw Error(fmt::format("{}: '{}': unsupported llm.c version {} (expected {}: uint16 tokens)",
-                            key, path, version, kLlmcVersion));
+  const int32_t expected_version = magic == kLlmcMagic ? kLlmcVersion : kLlmcVersionU32;
+  if (version != expected_version) {
+    throw Error(fmt::format("{}: '{}': unsupported llm.c version {} for magic {} (expected {}: "
+                            "{} tokens)",
+                            key, path, version, magic, expected_version,
+                            magic == kLlmcMagic ? "uint16" : "uint32"));
   }
+  shard.width = magic == kLlmcMagic ? 2 : 4;
   const int64_t count = header_field(bytes, 2);
-  const int64_t expected = kLlmcHeaderBytes + 2 * count;
+  const int64_t expected = kLlmcHeaderBytes + shard.width * count;
   if (count < 0 || size != expected) {
     throw Error(
         fmt::format("{}: '{}': llm.c header says {} tokens ({} bytes) but the file has "

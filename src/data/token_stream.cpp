@@ -39,8 +39,8 @@ std::string_view to_string(TokenFormat format) {
 TokenStream::TokenStream(std::vector<Shard> shards) : shards_(std::move(shards)) {
   starts_.reserve(shards_.size());
   for (const Shard& shard : shards_) {
-    if (shard.width != 1 && shard.width != 2) {
-      throw std::invalid_argument("TokenStream: shard width must be 1 or 2");
+    if (shard.width != 1 && shard.width != 2 && shard.width != 4) {
+      throw std::invalid_argument("TokenStream: shard width must be 1, 2 or 4");
     }
     starts_.push_back(total_);
     total_ += shard.count;
@@ -98,8 +98,10 @@ void TokenStream::read(int64_t start, int64_t count, int64_t* out) const {
       const uint8_t* bytes = shard.tokens + offset * shard.width;
       if (shard.width == 1) {
         widen<uint8_t>(bytes, n, out);
-      } else {
+      } else if (shard.width == 2) {
         widen<uint16_t>(bytes, n, out);
+      } else {
+        widen<uint32_t>(bytes, n, out);
       }
       out += n;
       start += n;
@@ -117,8 +119,9 @@ void TokenStream::check_vocab(int64_t vocab_size, int64_t begin, int64_t end,
     int64_t hi = std::min<int64_t>(end - starts_[s], shard.count);
     if (lo >= hi) continue;
     const uint8_t* bytes = shard.tokens + lo * shard.width;
-    int64_t m =
-        shard.width == 1 ? max_token<uint8_t>(bytes, hi - lo) : max_token<uint16_t>(bytes, hi - lo);
+    const int64_t m = shard.width == 1   ? max_token<uint8_t>(bytes, hi - lo)
+                      : shard.width == 2 ? max_token<uint16_t>(bytes, hi - lo)
+                                         : max_token<uint32_t>(bytes, hi - lo);
     if (m < vocab_size) continue;
     // Rare path: find the first offender so the message points at it.
     std::vector<int64_t> tokens(static_cast<size_t>(hi - lo));

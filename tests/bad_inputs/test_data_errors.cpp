@@ -53,11 +53,13 @@ TEST_CASE("bad token shards", "[data][bad_input]") {
     f.data.token_format = "llmc";
     write_llmc(f.dir / "t.bin", iota_tokens(20), /*magic=*/12345);
     CHECK_THAT(f.error("t.bin"),
-               Contains("t.bin': bad magic 12345 (expected llm.c magic 20240520)"));
+               Contains("t.bin': bad magic 12345 (expected llm.c magic 20240520 or 20240801)"));
   }
   SECTION("unsupported llm.c version") {
     write_llmc(f.dir / "t.bin", iota_tokens(20), 20240520, /*version=*/2);
-    CHECK_THAT(f.error("t.bin"), Contains("unsupported llm.c version 2 (expected 1"));
+    CHECK_THAT(
+        f.error("t.bin"),
+        Contains("unsupported llm.c version 2 for magic 20240520 (expected 1: uint16 tokens)"));
   }
   SECTION("odd-sized nanoGPT shard") {
     write_bytes(f.dir / "t.bin", bytes_of(iota_tokens(20)) + "x");

@@ -8,7 +8,9 @@
 
 #include <cstring>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
+#include "frugal/data/token_stream.h"
 #include "frugal/data/tokenizer.h"
 #include "frugal/util/error.h"
 #include "support/helpers.h"
@@ -70,4 +72,33 @@ TEST_CASE("byte-level BPE ids equal the tokenizers package's on 1 MB of mixed te
     }
   }
   CHECK_THROWS_WITH(Tokenizer::load(dir.path())->encode("x"), Catch::Contains("no tokenizer.json"));
+
+  // prepare-text: two documents, each ended by <|endoftext|>; uint16 for this vocabulary, and
+  // llm.c's uint32 shards once an added token's id passes 65535.
+  test::write_text(dir / "docs" / "a.txt", docs[1]);
+  test::write_text(dir / "docs" / "b.txt", docs[2]);
+  auto gpt2 = Tokenizer::load(dir / "gpt2");
+  std::vector<int64_t> expected = gpt2->encode(docs[1]);
+  expected.push_back(*gpt2->token_id("<|endoftext|>"));
+  for (int64_t id : gpt2->encode(docs[2])) expected.push_back(id);
+  expected.push_back(*gpt2->token_id("<|endoftext|>"));
+  auto big = nlohmann::json::parse(test::read_text(dir / "gpt2" / "tokenizer.json"));
+  big["added_tokens"].push_back({{"id", 70000}, {"content", "<|big|>"}, {"single_word", false},
+                                 {"lstrip", false}, {"rstrip", false}, {"normalized", false},
+                                 {"special", true}});
+  test::write_text(dir / "big" / "tokenizer.json", big.dump());
+  for (const std::string name : {"gpt2", "big"}) {
+    INFO(name);
+    const auto out = dir / (name + ".bin");
+    auto p = test::run_command(test::frugal_binary() + " prepare-text " +
+                               test::quote((dir / "docs").string()) + " --tokenizer " +
+                               test::quote((dir / name).string()) + " -o " + test::quote(out.string()));
+    INFO(p.out << p.err);
+    REQUIRE(p.exit_code == 0);
+    TokenStream stream = open_token_files(out.string(), TokenFormat::detect, "data.path");
+    CHECK(stream.shards().front().width == (name == "big" ? 4 : 2));
+    std::vector<int64_t> got(static_cast<size_t>(stream.size()));
+    stream.read(0, stream.size(), got.data());
+    CHECK(got == expected);
+  }
 }

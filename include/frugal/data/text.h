@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -24,5 +25,14 @@ TokenStream open_text_files(const std::string& path, const std::string& key);
 // to replace an existing `output` unless `overwrite`. Returns the number of tokens written.
 int64_t prepare_text(const std::vector<std::string>& inputs, const std::string& output,
                      TokenFormat format, bool overwrite = false);
+
+// The same with a tokenizer (data/tokenizer.h; a tokenizer.json or its folder): each file is a
+// document, encoded and followed by the end-of-text token (tokenizer_config.json's eos_token,
+// else <|endoftext|>, <|end_of_text|> or </s>, if the tokenizer has one). Tokens are uint16
+// when the vocabulary has at most 65536, else uint32 in llm.c's Llama 3 shards (magic
+// 20240801, version 7; nanogpt cannot hold them and is refused).
+int64_t prepare_text_tokenized(const std::vector<std::string>& inputs, const std::string& output,
+                               TokenFormat format, const std::filesystem::path& tokenizer,
+                               bool overwrite = false);
 
 }  // namespace frugal

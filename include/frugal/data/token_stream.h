@@ -18,7 +18,8 @@ class MappedFile;
 enum class TokenFormat {
   detect,   // "auto": llm.c when the file starts with its magic, else nanoGPT
   nanogpt,  // raw little-endian uint16 tokens, no header
-  llmc,     // int32 header[256] = {20240520, 1, n_tokens, ...}, then n_tokens uint16
+  llmc,     // int32 header[256] = {20240520, 1, n_tokens, ...}, then n_tokens uint16; or
+            // {20240801, 7, n_tokens, ...}, then uint32 (llm.c's Llama 3 shards)
 };
 
 // "auto" | "nanogpt" | "llmc"; anything else throws frugal::Error naming data.token_format.
@@ -27,11 +28,14 @@ std::string_view to_string(TokenFormat format);
 
 inline constexpr int32_t kLlmcMagic = 20240520;
 inline constexpr int32_t kLlmcVersion = 1;  // uint16 tokens
+// Vocabularies past 65536 tokens (Llama 3, Qwen2.5): llm.c's uint32 shards.
+inline constexpr int32_t kLlmcMagicU32 = 20240801;
+inline constexpr int32_t kLlmcVersionU32 = 7;
 inline constexpr int64_t kLlmcHeaderBytes = 256 * 4;
 
 class TokenStream {
  public:
-  // One file's tokens: `count` little-endian unsigned tokens of `width` bytes (1 or 2).
+  // One file's tokens: `count` little-endian unsigned tokens of `width` bytes (1, 2 or 4).
   struct Shard {
     std::shared_ptr<const detail::MappedFile> file;  // keeps `tokens` mapped
     std::string path;
