@@ -59,6 +59,14 @@ void write_shard(const std::vector<TokenStream>& streams, int64_t total, TokenFo
   if (!out) throw Error(fmt::format("prepare-text: error writing '{}'", output));
 }
 
+// The output's folder is made when missing (data/ in a fresh checkout).
+void make_parent_directory(const std::string& output) {
+  const auto parent = std::filesystem::path(output).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (ec) throw Error(fmt::format("prepare-text: cannot create '{}': {}", parent.string(), ec.message()));
+}
+
 // Appends `ids` to `out` as little-endian tokens of `width` bytes.
 void write_tokens(std::ofstream& out, const std::vector<int64_t>& ids, int width) {
   if (width == 2) {
@@ -155,6 +163,7 @@ int64_t prepare_text_tokenized(const std::vector<std::string>& inputs, const std
                        ? std::filesystem::path(tokenizer_path)
                        : std::filesystem::path(tokenizer_path).parent_path();
   const auto eos = end_of_text_token(*tokenizer, dir);
+  make_parent_directory(output);
   TempFile temp{fmt::format("{}.tmp-{}", output, ::getpid())};
   const int64_t total = write_tokenized(inputs, *tokenizer, eos, format, width, temp.path, output);
   if (std::rename(temp.path.c_str(), output.c_str()) != 0) {
@@ -189,6 +198,7 @@ int64_t prepare_text(const std::vector<std::string>& inputs, const std::string& 
                     "use the nanogpt format",
                     total, std::numeric_limits<int32_t>::max()));
   }
+  make_parent_directory(output);
   // Same directory as the output, so the rename is atomic (never across file systems).
   TempFile temp{fmt::format("{}.tmp-{}", output, ::getpid())};
   write_shard(streams, total, format, temp.path, output);

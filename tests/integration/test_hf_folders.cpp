@@ -31,9 +31,9 @@ test::CommandResult run_frugal(const std::string& args) {
 void write_logits(const fs::path& run, const fs::path& file, int64_t vocab) {
   const fs::path ckpt_dir = *latest_checkpoint(run / "checkpoints");
   Checkpoint ckpt = load_checkpoint(ckpt_dir);
-  const Config cfg = load_config_string(
-      nlohmann::json::parse(ckpt.meta_json)["config"].get<std::string>(), "meta");
-  auto model = make_model(cfg.model);
+  // (resolved_model_config: the run's init_from folder may be relative to another directory)
+  auto model = make_model(resolved_model_config(
+      nlohmann::json::parse(ckpt.meta_json)["config"].get<std::string>(), "meta"));
   load_module_state(*model, ckpt.model, "model.pt");
   model->eval();
   at::manual_seed(9);
@@ -136,4 +136,43 @@ TEST_CASE("a GPT exports as GPT2LMHeadModel with the same logits", "[integration
   INFO(check.out << check.err);
   CHECK(check.exit_code == 0);
   CHECK_THAT(check.out, Catch::Contains("\"architecture\": \"GPT2LMHeadModel\""));
+}
+
+TEST_CASE("the README's fine-tuning example runs as written", "[integration][python][llama][hf]") {
+  // tools/make_tiny_llama.py, prepare-text with its tokenizer, configs/llama-finetune.yaml
+  // (fewer steps), export --format hf, and transformers loads the result with frugal's logits.
+  test::TempDir dir("frugal-llama-ft");
+  const std::string cd = "cd " + test::quote(dir.path().string()) + " && ";
+  auto made = test::run_command(
+      cd + test::python() + " " +
+      test::quote((test::source_dir() / "tools/make_tiny_llama.py").string()) +
+      " models/tiny-llama --vocab 320");
+  INFO(made.out << made.err);
+  REQUIRE(made.exit_code == 0);
+  auto prepared = test::run_command(cd + test::frugal_binary() +
+                                    " prepare-text /usr/share/games/fortunes --tokenizer "
+                                    "models/tiny-llama -o data/fortunes-tiny-llama.bin");
+  INFO(prepared.out << prepared.err);
+  REQUIRE(prepared.exit_code == 0);
+  auto trained = test::run_command(
+      cd + test::frugal_binary() + " train " +
+      test::quote((test::source_dir() / "configs/llama-finetune.yaml").string()) +
+      " --set train.max_steps=4 --set train.eval_every=2 --set train.eval_batches=1"
+      " --set train.checkpoint_every=2 --set train.progress=none");
+  INFO(trained.out << trained.err);
+  REQUIRE(trained.exit_code == 0);
+  CHECK_THAT(trained.out, Catch::Contains("steps: 4") && Catch::Contains("val loss"));
+  auto exported = test::run_command(cd + test::frugal_binary() +
+                                    " export runs/llama-finetune --format hf -o models/tiny-llama-ft");
+  INFO(exported.out << exported.err);
+  REQUIRE(exported.exit_code == 0);
+  CHECK(fs::exists(dir / "models" / "tiny-llama-ft" / "tokenizer.json"));
+  write_logits(dir / "runs" / "llama-finetune", dir / "logits.safetensors", 320);
+  auto check = test::run_command(
+      test::python() + " " +
+      test::quote((test::source_dir() / "tests/python/check_hf_export.py").string()) + " " +
+      test::quote((dir / "models" / "tiny-llama-ft").string()) + " " +
+      test::quote((dir / "logits.safetensors").string()));
+  INFO(check.out << check.err);
+  CHECK(check.exit_code == 0);
 }
