@@ -3,6 +3,7 @@
 // with checkpointing and accumulation (its own loop: Engine::forward_backward, then
 // optimizer_step), which must end where the one-process run with the same strategy ends.
 #include <catch2/catch.hpp>
+#include <iostream>
 #include <regex>
 
 #include "multiproc/multiproc.h"
@@ -61,5 +62,7 @@ TEST_CASE("examples/embed builds against the installed package and trains", "[in
   REQUIRE(job.exit_code == 0);
   CHECK_THAT(job.out + job.err, Catch::Contains("zero3"));
   // 200 steps of AdamW; fp32 sums in another order across ranks.
+  std::cout << "embed example: last loss " << last_loss(one.out) << " in one process, "
+            << last_loss(job.out) << " as a 2-rank zero3 job\n";
   CHECK(last_loss(job.out) == Approx(last_loss(one.out)).epsilon(1e-3));
 }
