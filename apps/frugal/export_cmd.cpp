@@ -9,6 +9,7 @@
 #include "frugal/distributed/sharded_state.h"
 #include "frugal/hf/folder.h"
 #include "frugal/io/checkpoint.h"
+#include "frugal/io/checkpoint_meta.h"
 #include "frugal/io/pt_export.h"
 #include "frugal/io/safetensors.h"
 #include "frugal/util/error.h"
@@ -30,12 +31,7 @@ struct ExportArgs {
 // with).
 ModelConfig model_of(const fs::path& dir, const Checkpoint& ckpt) {
   const std::string what = (dir / "meta.json").string();
-  nlohmann::json meta;
-  try {
-    meta = nlohmann::json::parse(ckpt.meta_json);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: corrupt ({})", what, e.what()));
-  }
+  const nlohmann::json meta = io::checkpoint_meta(ckpt, dir);
   if (!meta.contains("config")) {
     throw Error(what + ": no config (written by an older frugal); --format hf needs the "
                        "model's settings");
@@ -55,12 +51,7 @@ fs::path resolve_checkpoint(const fs::path& source) {
 // name (the layout in meta.json), then what was saved unsharded (buffers, frozen parameters).
 NamedTensors consolidate(const fs::path& dir, const Checkpoint& ckpt) {
   const std::string what = (dir / "meta.json").string();
-  nlohmann::json meta;
-  try {
-    meta = nlohmann::json::parse(ckpt.meta_json);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: corrupt ({})", what, e.what()));
-  }
+  const nlohmann::json meta = io::checkpoint_meta(ckpt, dir);
   if (!meta.contains("sharding")) throw Error(what + ": a sharded checkpoint without its layout");
   const dist::ShardLayout layout = dist::layout_from_json(meta["sharding"].dump(), what);
   const auto whole = dist::unshard(layout, ckpt.shards, "param");

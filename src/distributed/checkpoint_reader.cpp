@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "frugal/io/checkpoint_meta.h"
 #include "frugal/util/error.h"
 
 namespace frugal::dist {
@@ -23,12 +24,7 @@ CheckpointReader::CheckpointReader(std::filesystem::path dir, int rank)
   ckpt_ = load_checkpoint(dir_, rank_);
   if (ckpt_.shard_world == 0) return;
   const std::string what = (dir_ / "meta.json").string();
-  nlohmann::json meta;
-  try {
-    meta = nlohmann::json::parse(ckpt_.meta_json);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: corrupt ({})", what, e.what()));
-  }
+  const nlohmann::json meta = io::checkpoint_meta(ckpt_, dir_);
   if (!meta.contains("sharding")) throw Error(what + ": a sharded checkpoint without its layout");
   layout_ = layout_from_json(meta["sharding"].dump(), what);
   if (layout_->world_size != ckpt_.shard_world) {

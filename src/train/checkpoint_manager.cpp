@@ -8,6 +8,7 @@
 #include "frugal/distributed/checkpoint_reader.h"
 #include "frugal/engine/state.h"
 #include "frugal/io/checkpoint.h"
+#include "frugal/io/checkpoint_meta.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
 
@@ -65,12 +66,7 @@ void CheckpointManager::save(int64_t step, const LoaderPosition& data) {
 
 CheckpointManager::Resumed CheckpointManager::resume(const fs::path& from) {
   dist::CheckpointReader saved(from, comm_ ? comm_->rank() : 0);
-  json meta;
-  try {
-    meta = json::parse(saved.checkpoint().meta_json);
-  } catch (const json::exception& e) {
-    throw Error(fmt::format("{}: corrupt meta.json ({})", (from / "meta.json").string(), e.what()));
-  }
+  const json meta = io::checkpoint_meta(saved.checkpoint(), from);
   const std::string theirs = meta.value("fingerprint", std::string());
   const std::string ours = config_fingerprint(cfg_);
   if (theirs != ours) {
