@@ -39,7 +39,7 @@ bool model_key_read(std::string_view type, std::string_view key) {
 bool data_key_read(std::string_view type, std::string_view key) {
   if (key == "path" || key == "val_path") return type != "synthetic";
   if (key == "labels_path") return type == "idx";
-  if (key == "token_format") return type == "tokens";
+  if (key == "token_format" || key == "eot_token") return type == "tokens";
   if (key == "synthetic_samples") return type == "synthetic";
   return true;
 }

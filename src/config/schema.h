@@ -73,6 +73,7 @@ void for_each_field(C& c, Visit&& visit) {
   visit("data", "pin_memory", c.data.pin_memory);
   visit("data", "shuffle", c.data.shuffle);
   visit("data", "synthetic_samples", c.data.synthetic_samples);
+  visit("data", "eot_token", c.data.eot_token);
 
   visit("optim", "type", c.optim.type);
   visit("optim", "lr", c.optim.lr);

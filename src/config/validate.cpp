@@ -161,7 +161,7 @@ void check_model(const Checker& c, const ModelConfig& m, const DataConfig& data)
   }
 }
 
-void check_data(const Checker& c, const DataConfig& d) {
+void check_data(const Checker& c, const DataConfig& d, const ModelConfig& m) {
   c.one_of(d.type, {"tokens", "idx", "synthetic", "text"}, "data.type");
   if (d.type != "synthetic")
     c.require(!d.path.empty(), "data.path",
@@ -172,6 +172,16 @@ void check_data(const Checker& c, const DataConfig& d) {
   c.at_least<int64_t>(d.seq_len, 0, "data.seq_len");
   c.at_least<int64_t>(d.num_workers, 0, "data.num_workers");
   c.at_least<int64_t>(d.synthetic_samples, 1, "data.synthetic_samples");
+  c.at_least<int64_t>(d.eot_token, -1, "data.eot_token");
+  if (d.eot_token >= 0) {
+    // Document masking needs a model that takes position ids (GPT's are learned absolute);
+    // a registered model may (Model::forward_batch).
+    c.require(m.type != "gpt" && m.type != "mlp" && m.type != "convnet",
+              "data.eot_token", fmt::format("needs model.type llama (got {})", m.type), "model.type");
+    c.require(m.type != "llama" || d.eot_token < m.vocab_size, "data.eot_token",
+              fmt::format("must be < model.vocab_size ({}), got {}", m.vocab_size, d.eot_token),
+              "model.vocab_size");
+  }
 }
 
 void check_optim(const Checker& c, const OptimConfig& o) {
@@ -277,7 +287,7 @@ void validate(const Config& config, const KeyMarks* marks) {
   const Checker c(config, marks);
   check_run(c, config.run);
   check_model(c, config.model, config.data);
-  check_data(c, config.data);
+  check_data(c, config.data, config.model);
   check_optim(c, config.optim);
   check_schedule(c, config.schedule, config.optim);
   check_train(c, config.train);

@@ -57,8 +57,9 @@ Batch DataLoader::load(int64_t step) const {
   Batch out = dataset_->get(
       rank_batch(*order(epoch), batch, options_.batch_size, options_.rank, options_.world_size));
   if (pin_) {
-    out.x = out.x.pin_memory();
-    out.y = out.y.pin_memory();
+    for (at::Tensor* t : {&out.x, &out.y, &out.attention_mask, &out.position_ids}) {
+      if (t->defined()) *t = t->pin_memory();
+    }
   }
   return out;
 }

@@ -62,7 +62,7 @@ std::shared_ptr<Dataset> token_dataset(const DataConfig& data, const ModelConfig
                     "(needs {})",
                     source.key, source.path, stream.size(), T, T + 1));
   }
-  auto all = std::make_shared<TokenDataset>(std::move(stream), T);
+  auto all = std::make_shared<TokenDataset>(std::move(stream), T, text ? -1 : data.eot_token);
   auto [first, count] = split_range(data, source, split, all->size());
   // Only the tokens this split reads: train and val each check their own part.
   all->stream().check_vocab(model.vocab_size, first * T, (first + count) * T + 1, source.key);

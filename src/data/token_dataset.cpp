@@ -7,8 +7,8 @@
 
 namespace frugal {
 
-TokenDataset::TokenDataset(TokenStream stream, int64_t seq_len)
-    : stream_(std::move(stream)), seq_len_(seq_len) {
+TokenDataset::TokenDataset(TokenStream stream, int64_t seq_len, int64_t eot_token)
+    : stream_(std::move(stream)), seq_len_(seq_len), eot_token_(eot_token) {
   if (seq_len_ < 1) throw std::invalid_argument("TokenDataset: seq_len must be >= 1");
   size_ = stream_.size() > 0 ? (stream_.size() - 1) / seq_len_ : 0;
 }
@@ -30,7 +30,14 @@ Batch TokenDataset::get(const std::vector<int64_t>& indices) const {
     std::copy(window.begin(), window.end() - 1, xs + b * T);
     std::copy(window.begin() + 1, window.end(), ys + b * T);
   }
-  return {x, y};
+  if (eot_token_ < 0) return {x, y};
+  at::Tensor positions = at::empty({batch, T}, at::kLong);
+  int64_t* ps = positions.data_ptr<int64_t>();
+  for (int64_t r = 0; r < batch * T; r += T) {
+    ps[r] = 0;
+    for (int64_t t = 1; t < T; ++t) ps[r + t] = xs[r + t - 1] == eot_token_ ? 0 : ps[r + t - 1] + 1;
+  }
+  return {x, y, {}, positions};
 }
 
 }  // namespace frugal

@@ -23,11 +23,15 @@ std::vector<Batch> split_batch(const Batch& batch, int64_t k) {
                 " samples into " + std::to_string(k) + " micro-batches");
   }
   if (k == 1) return {batch};
-  auto xs = batch.x.tensor_split(k, 0);
-  auto ys = batch.y.tensor_split(k, 0);
+  // As tensor_split cuts: the first n % k micro-batches take one sample more.
+  const int64_t n = batch.size();
   std::vector<Batch> out;
   out.reserve(k);
-  for (int64_t i = 0; i < k; ++i) out.push_back(Batch{xs[i], ys[i]});
+  for (int64_t i = 0, first = 0; i < k; ++i) {
+    const int64_t count = n / k + (i < n % k ? 1 : 0);
+    out.push_back(batch.rows(first, count));
+    first += count;
+  }
   return out;
 }
 

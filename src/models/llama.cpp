@@ -4,6 +4,7 @@
 #include <torch/nn/init.h>
 #include <torch/utils.h>
 
+#include "frugal/data/batch.h"
 #include "frugal/models/causal_attention.h"
 #include "frugal/util/error.h"
 
@@ -73,12 +74,42 @@ LlamaAttention::LlamaAttention(const LlamaOptions& o, std::shared_ptr<RotaryEmbe
   o_proj = register_module("o_proj", make_linear(o.n_head * head_dim_, o.hidden, false));
 }
 
-at::Tensor LlamaAttention::forward_impl(const at::Tensor& x) {
+UnitExtras LlamaExtras::make(RotaryEmbedding& rope, const at::Tensor& idx,
+                             const at::Tensor& position_ids, const at::Tensor& attention_mask) {
+  const int64_t B = idx.size(0), T = idx.size(1);
+  for (const auto* t : {&position_ids, &attention_mask}) {
+    if (t->defined() && t->sizes() != idx.sizes()) {
+      throw Error("model: position ids and attention masks must have the shape of the tokens (" +
+                  std::to_string(B) + ", " + std::to_string(T) + ")");
+    }
+  }
+  const auto on = idx.options().dtype(at::kLong);
+  const at::Tensor positions = position_ids.defined() ? position_ids.to(at::kLong)
+                                                      : at::arange(T, on).expand({B, T});
+  auto [cos, sin] = rope.cos_sin_at(positions);
+  at::Tensor mask = at::ones({T, T}, on.dtype(at::kBool)).tril().expand({B, T, T});
+  if (position_ids.defined()) {
+    const at::Tensor document = (positions == 0).cumsum(1);  // (B, T)
+    mask = mask.logical_and(document.unsqueeze(2) == document.unsqueeze(1));
+  }
+  if (attention_mask.defined()) mask = mask.logical_and((attention_mask != 0).unsqueeze(1));
+  mask = mask.logical_or(at::eye(T, on.dtype(at::kBool)));
+  return {cos, sin, mask.unsqueeze(1)};
+}
+
+at::Tensor LlamaAttention::forward_impl_extras(const at::Tensor& x, const UnitExtras& extras) {
+  if (!extras.empty() && extras.size() != LlamaExtras::kCount) {
+    throw std::logic_error("LlamaAttention: extras are LlamaExtras::make's");
+  }
   const int64_t B = x.size(0), T = x.size(1);
   // (B, T, heads * D) -> (B, heads, T, D); rotary embeddings on queries and keys.
   auto heads = [&](const at::Tensor& t, int64_t n) { return t.view({B, T, n, head_dim_}).transpose(1, 2); };
-  at::Tensor q = rope_->apply(heads(linear(q_proj, x), n_head_));
-  at::Tensor k = rope_->apply(heads(linear(k_proj, x), n_kv_head_));
+  auto rotary = [&](const at::Tensor& t) {
+    return extras.empty() ? rope_->apply(t)
+                          : RotaryEmbedding::rotate(t, extras[LlamaExtras::kCos], extras[LlamaExtras::kSin]);
+  };
+  at::Tensor q = rotary(heads(linear(q_proj, x), n_head_));
+  at::Tensor k = rotary(heads(linear(k_proj, x), n_kv_head_));
   at::Tensor v = heads(linear(v_proj, x), n_kv_head_);
   // Each key/value head serves n_head / n_kv_head query heads.
   const int64_t group = n_head_ / n_kv_head_;
@@ -86,11 +117,13 @@ at::Tensor LlamaAttention::forward_impl(const at::Tensor& x) {
     k = k.repeat_interleave(group, 1);
     v = v.repeat_interleave(group, 1);
   }
-  // frugal's CPU kernel reads packed (B, T, 3C) rows; ATen's SDPA takes the heads as they are.
+  // frugal's CPU kernel is causal only and reads packed (B, T, 3C) rows; ATen's SDPA takes
+  // the heads as they are, and a mask.
   at::Tensor y;
-  const bool frugal = kernels_ == Kernels::Frugal ||
-                      (kernels_ == Kernels::Auto && frugal_attention_available() &&
-                       frugal_kernels_take(q));
+  const bool frugal = extras.empty() &&
+                      (kernels_ == Kernels::Frugal ||
+                       (kernels_ == Kernels::Auto && frugal_attention_available() &&
+                        frugal_kernels_take(q)));
   if (frugal) {
     const int64_t C = n_head_ * head_dim_;
     at::Tensor qkv = at::cat({q.transpose(1, 2).reshape({B, T, C}), k.transpose(1, 2).reshape({B, T, C}),
@@ -98,8 +131,9 @@ at::Tensor LlamaAttention::forward_impl(const at::Tensor& x) {
                              -1);
     y = causal_self_attention(qkv, n_head_, 0.0, kernels_);  // (B, T, C)
   } else {
-    y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
-                                         /*is_causal=*/true)
+    const at::Tensor mask = extras.empty() ? at::Tensor() : extras[LlamaExtras::kMask];
+    y = at::scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0,
+                                         /*is_causal=*/!mask.defined())
             .transpose(1, 2)
             .reshape({B, T, n_head_ * head_dim_});
   }
@@ -124,13 +158,14 @@ LlamaBlock::LlamaBlock(const LlamaOptions& o, std::shared_ptr<RotaryEmbedding> r
   mlp = register_module("mlp", std::make_shared<LlamaMlp>(o));
 }
 
-at::Tensor LlamaBlock::forward_impl(const at::Tensor& x) {
-  at::Tensor h = x + self_attn->forward(input_layernorm->forward(x));
+at::Tensor LlamaBlock::forward_impl_extras(const at::Tensor& x, const UnitExtras& extras) {
+  at::Tensor h = x + self_attn->forward(input_layernorm->forward(x), extras);
   return h + mlp->forward(post_attention_layernorm->forward(h));
 }
 
 Llama::Llama(const LlamaOptions& o) : options_(o) {
-  auto rope = std::make_shared<RotaryEmbedding>(o.rope);
+  rope_ = std::make_shared<RotaryEmbedding>(o.rope);
+  auto rope = rope_;
   embed_tokens = register_module("embed_tokens", torch::nn::Embedding(o.vocab_size, o.hidden));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < o.n_layer; ++i) layers->push_back(std::make_shared<LlamaBlock>(o, rope));
@@ -151,14 +186,25 @@ Llama::Llama(const LlamaOptions& o) : options_(o) {
   }
 }
 
-at::Tensor Llama::forward(const at::Tensor& idx) {
+at::Tensor Llama::forward(const at::Tensor& idx) { return forward(idx, {}, {}); }
+
+at::Tensor Llama::forward_batch(const Batch& batch) {
+  return forward(batch.x, batch.position_ids, batch.attention_mask);
+}
+
+at::Tensor Llama::forward(const at::Tensor& idx, const at::Tensor& position_ids,
+                          const at::Tensor& attention_mask) {
   const int64_t T = idx.size(1);
   if (T > options_.max_position) {
     throw Error("model: sequence length " + std::to_string(T) + " exceeds block_size " +
                 std::to_string(options_.max_position));
   }
+  // Computed once per batch, read by every block.
+  const UnitExtras extras = position_ids.defined() || attention_mask.defined()
+                                ? LlamaExtras::make(*rope_, idx, position_ids, attention_mask)
+                                : UnitExtras{};
   at::Tensor x = embed_tokens->forward(idx);  // (B, T, hidden)
-  for (const auto& block : *layers) x = block->as<LlamaBlock>()->forward(x);
+  for (const auto& block : *layers) x = block->as<LlamaBlock>()->forward(x, extras);
   x = norm->forward(x);
   return lm_head ? linear(lm_head, x) : at::linear(x, embed_tokens->weight);  // (B, T, vocab)
 }

@@ -5,7 +5,8 @@
 
 #include <optional>
 
-#include "frugal/data/batch.h"  // kIgnoreIndex
+#include "frugal/data/batch.h"
+#include "frugal/util/error.h"
 
 namespace frugal {
 
@@ -20,6 +21,14 @@ at::Tensor cross_entropy_sum(const at::Tensor& output, const at::Tensor& targets
 at::Tensor linear(const torch::nn::Linear& layer, const at::Tensor& x) {
   return at::linear(x, layer->weight, layer->bias.defined() ? std::optional<at::Tensor>(layer->bias)
                                                             : std::nullopt);
+}
+
+at::Tensor Model::forward_batch(const Batch& batch) {
+  if (batch.attention_mask.defined() || batch.position_ids.defined()) {
+    throw Error("model: this model type takes no attention mask or position ids (model.type: "
+                "llama does; data.eot_token makes them)");
+  }
+  return forward(batch.x);
 }
 
 at::Tensor Model::loss_sum(const at::Tensor& output, const at::Tensor& targets) const {

@@ -44,14 +44,23 @@ std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin(int64_t T, c10::Devic
   return value;
 }
 
-at::Tensor RotaryEmbedding::apply(const at::Tensor& x) {
-  auto [cos, sin] = cos_sin(x.size(2), x.device());
-  cos = cos.to(x.scalar_type());
-  sin = sin.to(x.scalar_type());
+std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin_at(const at::Tensor& position_ids) const {
+  const at::Tensor inv = inv_freq_.to(position_ids.device());
+  const at::Tensor freqs = position_ids.to(at::kFloat).unsqueeze(-1) * inv;  // (B, T, head_dim / 2)
+  const at::Tensor angles = at::cat({freqs, freqs}, -1).unsqueeze(1);        // (B, 1, T, head_dim)
+  return {angles.cos(), angles.sin()};
+}
+
+at::Tensor RotaryEmbedding::rotate(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   const int64_t half = x.size(-1) / 2;
   const at::Tensor x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
   const at::Tensor rotated = at::cat({-x2, x1}, -1);
-  return x * cos + rotated * sin;
+  return x * cos.to(x.scalar_type()) + rotated * sin.to(x.scalar_type());
+}
+
+at::Tensor RotaryEmbedding::apply(const at::Tensor& x) {
+  auto [cos, sin] = cos_sin(x.size(2), x.device());
+  return rotate(x, cos, sin);
 }
 
 }  // namespace frugal

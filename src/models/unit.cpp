@@ -1,16 +1,31 @@
 #include "frugal/models/unit.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace frugal {
 
-at::Tensor Unit::forward(const at::Tensor& x) { return run_from(0, x); }
+at::Tensor Unit::forward(const at::Tensor& x, const UnitExtras& extras) {
+  return run_from(0, x, extras);
+}
 
-at::Tensor Unit::run_from(size_t i, const at::Tensor& x) {
-  if (i == wrappers_.size()) return forward_impl(x);
+at::Tensor Unit::forward_impl(const at::Tensor&) {
+  throw std::logic_error("frugal::Unit: override forward_impl(x) or forward_impl_extras(x, extras)");
+}
+
+at::Tensor Unit::forward_impl_extras(const at::Tensor& x, const UnitExtras& extras) {
+  if (!extras.empty()) {
+    throw std::logic_error("frugal::Unit: this unit takes no extras (override forward_impl_extras)");
+  }
+  return forward_impl(x);
+}
+
+at::Tensor Unit::run_from(size_t i, const at::Tensor& x, const UnitExtras& extras) {
+  if (i == wrappers_.size()) return forward_impl_extras(x, extras);
   // The inner function may outlive this call: checkpointing keeps it for the recompute in
-  // backward, so it captures the position, not references to locals.
-  UnitFn inner = [this, i](const at::Tensor& y) { return run_from(i + 1, y); };
+  // backward, so it captures the position and its own copy of the extras (tensor handles),
+  // not references to locals.
+  UnitFn inner = [this, i, extras](const at::Tensor& y) { return run_from(i + 1, y, extras); };
   return wrappers_[i].wrap(x, inner);
 }
 

@@ -109,7 +109,7 @@ struct Trainer::Impl {
     const int64_t state_bytes = memory::snapshot(device).allocated;
     try {
       return engine->step(batch, [this](const Batch& mb) {
-        return model->loss_sum(model->forward(mb.x), mb.y);
+        return model->loss_sum(model->forward_batch(mb), mb.y);
       });
     } catch (const c10::OutOfMemoryError& e) {
       metrics.stop();

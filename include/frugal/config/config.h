@@ -80,6 +80,10 @@ struct DataConfig {
   bool pin_memory = false;
   bool shuffle = true;
   int64_t synthetic_samples = 4096;  // synthetic: how many samples in the training split
+  // tokens: the end-of-text token that closes each document (prepare-text's); set, samples
+  // carry position ids that restart after it, and attention stays within documents (llama).
+  // -1 = off: attention spans the whole window.
+  int64_t eot_token = -1;
 };
 
 struct OptimConfig {

@@ -16,6 +16,11 @@ struct Batch {
   at::Tensor x;  // inputs: (B, T) int64 tokens, (B, F) float features or (B, C, H, W) float images
   at::Tensor y;  // targets: (B, T) int64 next tokens, or (B) int64 class labels; kIgnoreIndex
                  // marks a position with no target
+  // Optional, for sequence models that honour them (Llama); both (B, T) int64, as
+  // transformers takes them:
+  at::Tensor attention_mask;  // 1 = a real token, 0 = padding no query attends to
+  at::Tensor position_ids;    // each token's position; a 0 after the first token starts a new
+                              // document, and attention stays within documents (packing)
 
   int64_t size() const { return x.defined() ? x.size(0) : 0; }
   // How many loss terms this batch contributes: integer targets other than kIgnoreIndex, or
@@ -23,10 +28,10 @@ struct Batch {
   // total over micro-batches and ranks, so the result is the mean over the targets that count
   // (PyTorch's mean cross-entropy with ignore_index), however the step is cut.
   int64_t num_targets() const;
-  // Both tensors on `device`; asynchronous from pinned memory when non_blocking.
-  Batch to(const c10::Device& device, bool non_blocking = false) const {
-    return {x.to(device, non_blocking), y.to(device, non_blocking)};
-  }
+  // Every defined tensor on `device`; asynchronous from pinned memory when non_blocking.
+  Batch to(const c10::Device& device, bool non_blocking = false) const;
+  // Rows [first, first + count) of every defined tensor (views).
+  Batch rows(int64_t first, int64_t count) const;
 };
 
 }  // namespace frugal

@@ -57,13 +57,26 @@ class RmsNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RmsNorm);
 
+// What the blocks of one batch with position ids or an attention mask read (UnitExtras, in
+// this order): the rotary angles at the tokens' positions and which keys each query sees.
+// Without either, the extras are empty: positions 0..T-1 and the causal kernels.
+struct LlamaExtras {
+  static constexpr size_t kCos = 0, kSin = 1, kMask = 2, kCount = 3;
+  // cos / sin (B, 1, T, head_dim) float32; mask (B, 1, T, T) bool, true = attend: causal,
+  // within the query's document (a position id of 0 starts one) and to real keys only. A
+  // query always sees itself, so a padding row stays finite (its target is ignored anyway).
+  static UnitExtras make(RotaryEmbedding& rope, const at::Tensor& idx, const at::Tensor& position_ids,
+                         const at::Tensor& attention_mask);
+};
+
 class LlamaAttention : public Unit {
  public:
   LlamaAttention(const LlamaOptions& o, std::shared_ptr<RotaryEmbedding> rope);
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 
  protected:
-  at::Tensor forward_impl(const at::Tensor& x) override;  // (B, T, hidden) -> (B, T, hidden)
+  // (B, T, hidden) -> (B, T, hidden); extras: empty or LlamaExtras.
+  at::Tensor forward_impl_extras(const at::Tensor& x, const UnitExtras& extras) override;
 
  private:
   int64_t n_head_, n_kv_head_, head_dim_;
@@ -89,13 +102,19 @@ class LlamaBlock : public Unit {
   std::shared_ptr<LlamaMlp> mlp;
 
  protected:
-  at::Tensor forward_impl(const at::Tensor& x) override;
+  // The extras go on to the attention.
+  at::Tensor forward_impl_extras(const at::Tensor& x, const UnitExtras& extras) override;
 };
 
 class Llama : public Model {
  public:
   explicit Llama(const LlamaOptions& o);
   at::Tensor forward(const at::Tensor& idx) override;  // (B, T) int64 -> (B, T, vocab) logits
+  // With position ids and / or an attention mask, (B, T) int64 each or undefined, as
+  // transformers' LlamaForCausalLM takes them (see Batch).
+  at::Tensor forward(const at::Tensor& idx, const at::Tensor& position_ids,
+                     const at::Tensor& attention_mask);
+  at::Tensor forward_batch(const Batch& batch) override;
   std::vector<std::string> block_lists() const override { return {"layers"}; }
   const LlamaOptions& options() const { return options_; }
 
@@ -106,6 +125,7 @@ class Llama : public Model {
 
  private:
   LlamaOptions options_;
+  std::shared_ptr<RotaryEmbedding> rope_;  // shared by the blocks
 };
 
 }  // namespace frugal

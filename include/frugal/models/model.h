@@ -12,11 +12,17 @@
 
 namespace frugal {
 
+struct Batch;
+
 class Model : public torch::nn::Module {
  public:
   using torch::nn::Module::Module;
   // inputs -> outputs (logits)
   virtual at::Tensor forward(const at::Tensor& x) = 0;
+  // The outputs of a whole batch: models that honour an attention mask or position ids
+  // (Llama) override it; the default is forward(batch.x) and refuses a batch that carries
+  // them rather than ignore them.
+  virtual at::Tensor forward_batch(const Batch& batch);
   // Sum (not mean) of the per-target losses of one micro-batch: the engine divides by the
   // target count of the whole step, so accumulation and sharding never change the loss.
   // Default: cross entropy over the last dimension of `output`.

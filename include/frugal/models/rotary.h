@@ -35,6 +35,12 @@ class RotaryEmbedding {
   at::Tensor apply(const at::Tensor& x);
   // cos and sin (T, head_dim) in float32 on `device`, cached per (T, device).
   std::pair<at::Tensor, at::Tensor> cos_sin(int64_t T, c10::Device device);
+  // cos and sin (B, 1, T, head_dim) in float32 for explicit positions (B, T) int64 (packed
+  // documents, padding): not cached, they change with every batch.
+  std::pair<at::Tensor, at::Tensor> cos_sin_at(const at::Tensor& position_ids) const;
+  // x * cos + rotate_half(x) * sin, cos / sin (float32) broadcast against x and rounded to its
+  // dtype first, as transformers does.
+  static at::Tensor rotate(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 
  private:
   at::Tensor inv_freq_;  // CPU float32

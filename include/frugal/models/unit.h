@@ -3,6 +3,11 @@
 // it calls unit->forward(x), which runs forward_impl(x) through whatever wrappers strategies
 // installed at setup.
 //
+// A unit may read more tensors than its input: `extras` (an attention mask, rotary angles for
+// position ids) ride along unchanged through every wrapper to forward_impl(x, extras).
+// Wrappers see only x; the extras are held by the inner function, so a checkpoint's recompute
+// in backward reads the same ones, and sharding gathers parameters around the call as usual.
+//
 // Wrappers nest by layer, not by installation order: a wrapper with a higher layer runs
 // outside one with a lower layer, and among equal layers the one installed last runs outside.
 // frugal's own layers put checkpointing inside sharding, so the recompute in backward runs
@@ -21,6 +26,9 @@
 
 namespace frugal {
 
+// Tensors a unit reads besides its input; undefined entries are allowed (absent options).
+using UnitExtras = std::vector<at::Tensor>;
+
 // The computation a wrapper wraps: the unit itself or the wrappers inside this one.
 using UnitFn = std::function<at::Tensor(const at::Tensor& x)>;
 // Runs `inner(x)` in some way (e.g. checkpoint(inner, x)) and returns its result.
@@ -36,8 +44,8 @@ class Unit : public torch::nn::Module {
  public:
   using torch::nn::Module::Module;
 
-  // forward_impl(x) through the installed wrappers, outermost first.
-  at::Tensor forward(const at::Tensor& x);
+  // forward_impl(x, extras) through the installed wrappers, outermost first.
+  at::Tensor forward(const at::Tensor& x, const UnitExtras& extras = {});
 
   // Installs `wrapper` as `name`. A wrapper of the same name is replaced (its slot moves to
   // the new layer), so a strategy applied twice wraps once.
@@ -50,12 +58,15 @@ class Unit : public torch::nn::Module {
   std::vector<std::string> wrapper_names() const;
 
  protected:
-  // The unit's own computation, unwrapped.
-  virtual at::Tensor forward_impl(const at::Tensor& x) = 0;
+  // The unit's own computation, unwrapped. Override this one for units of one input, or
+  // forward_impl_extras for units that read extras (its default calls this one and refuses
+  // extras).
+  virtual at::Tensor forward_impl(const at::Tensor& x);
+  virtual at::Tensor forward_impl_extras(const at::Tensor& x, const UnitExtras& extras);
 
  private:
   // Runs wrappers_[i] with the rest of the chain as its inner function.
-  at::Tensor run_from(size_t i, const at::Tensor& x);
+  at::Tensor run_from(size_t i, const at::Tensor& x, const UnitExtras& extras);
 
   struct Entry {
     std::string name;

@@ -7,6 +7,8 @@
 //                                       traffic, gathered bytes
 //   frugal_dist_worker stuck            rank 1 skips a collective: the others must time out
 //   frugal_dist_worker env              prints this rank's RankInfo as JSON
+//   frugal_dist_worker masked           padded / packed Llama batches with ignored targets
+//                                       under ddp and zero3 (masked.cpp)
 #include <ATen/ATen.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
@@ -26,6 +28,7 @@
 #include "frugal/models/registry.h"
 #include "frugal/optim/optimizer.h"
 #include "frugal/util/error.h"
+#include "scenarios.h"
 
 using namespace frugal;
 using nlohmann::json;
@@ -533,7 +536,8 @@ int main(int argc, char** argv) {
     if (scenario == "zero") return zero();
     if (scenario == "stuck") return stuck();
     if (scenario == "env") return env();
-    std::cerr << "usage: frugal_dist_worker collectives|ddp|zero|stuck|env\n";
+    if (scenario == "masked") return frugal::test_worker::masked();
+    std::cerr << "usage: frugal_dist_worker collectives|ddp|zero|stuck|env|masked\n";
     return 64;
   } catch (const frugal::Error& e) {
     std::cerr << "worker error: " << e.what() << std::endl;
