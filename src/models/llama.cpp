@@ -89,7 +89,10 @@ UnitExtras LlamaExtras::make(RotaryEmbedding& rope, const at::Tensor& idx,
   auto [cos, sin] = rope.cos_sin_at(positions);
   at::Tensor mask = at::ones({T, T}, on.dtype(at::kBool)).tril().expand({B, T, T});
   if (position_ids.defined()) {
-    const at::Tensor document = (positions == 0).cumsum(1);  // (B, T)
+    // A position that does not follow its predecessor by one starts a document, as
+    // transformers finds packed sequences.
+    const at::Tensor starts = positions.narrow(1, 1, T - 1) != positions.narrow(1, 0, T - 1) + 1;
+    const at::Tensor document = at::cat({at::zeros({B, 1}, on), starts.to(at::kLong)}, 1).cumsum(1);
     mask = mask.logical_and(document.unsqueeze(2) == document.unsqueeze(1));
   }
   if (attention_mask.defined()) mask = mask.logical_and((attention_mask != 0).unsqueeze(1));

@@ -137,6 +137,11 @@ TEST_CASE("config errors: out-of-range and cross-field values", "[config][bad_in
         "c.yaml:1:20: optim.nesterov: needs optim.momentum > 0");
   CHECK(error_for("run: {resume: ''}\n") ==
         "c.yaml:1:7: run.resume: must be never, auto or a checkpoint path");
+  // Document packing needs position ids, which the GPT does not take.
+  CHECK(error_for("data: {type: tokens, path: t.bin, eot_token: 3}\n") ==
+        "c.yaml:1:35: data.eot_token: needs model.type llama (got gpt)");
+  CHECK(error_for("model: {type: llama, vocab_size: 64}\ndata: {type: tokens, path: t.bin, eot_token: 64}\n") ==
+        "c.yaml:2:35: data.eot_token: must be < model.vocab_size (64), got 64");
 }
 
 TEST_CASE("config errors: names outside their closed sets", "[config][bad_input]") {

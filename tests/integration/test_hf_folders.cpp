@@ -157,6 +157,8 @@ TEST_CASE("the README's fine-tuning example runs as written", "[integration][pyt
   auto trained = test::run_command(
       cd + test::frugal_binary() + " train " +
       test::quote((test::source_dir() / "configs/llama-finetune.yaml").string()) +
+      // The smaller vocabulary's end-of-text id (vocabulary - 1, as with the default 1024).
+      " --set data.eot_token=319"
       " --set train.max_steps=4 --set train.eval_every=2 --set train.eval_batches=1"
       " --set train.checkpoint_every=2 --set train.progress=none");
   INFO(trained.out << trained.err);

@@ -36,6 +36,20 @@ TEST_CASE("nanoGPT shard: windows of T+1 tokens, y shifted by one", "[data][unit
   CHECK(to_vector(b.y) == std::vector<int64_t>{1, 2, 3, 4, 9, 10, 11, 12, 17, 18, 19, 20});
 }
 
+TEST_CASE("token dataset with an end-of-text token: position ids restart after it", "[data][unit]") {
+  DataDir dir;
+  // Documents of 3, 5 and 4 tokens, each closed by token 0; the rest counts up.
+  write_nanogpt(dir / "train.bin", {5, 6, 0, 7, 8, 9, 10, 0, 11, 12, 13, 0, 14});
+  TokenDataset ds(open_token_files(dir / "train.bin", TokenFormat::nanogpt, "data.path"), 6, 0);
+  Batch b = ds.get({0, 1});
+  REQUIRE(b.position_ids.defined());
+  CHECK_FALSE(b.attention_mask.defined());
+  // Window 0: 5 6 0 | 7 8 9; window 1 starts mid-document at 0: 10 0 | 11 12 13 0.
+  CHECK(to_vector(b.position_ids) == std::vector<int64_t>{0, 1, 2, 0, 1, 2, 0, 1, 0, 1, 2, 3});
+  TokenDataset plain(open_token_files(dir / "train.bin", TokenFormat::nanogpt, "data.path"), 6);
+  CHECK_FALSE(plain.get({0}).position_ids.defined());
+}
+
 TEST_CASE("llm.c shard: header skipped, detected by its magic", "[data][unit]") {
   DataDir dir;
   std::vector<uint16_t> tokens = iota_tokens(9, 60000);  // also checks uint16 is unsigned

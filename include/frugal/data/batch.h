@@ -19,8 +19,9 @@ struct Batch {
   // Optional, for sequence models that honour them (Llama); both (B, T) int64, as
   // transformers takes them:
   at::Tensor attention_mask;  // 1 = a real token, 0 = padding no query attends to
-  at::Tensor position_ids;    // each token's position; a 0 after the first token starts a new
-                              // document, and attention stays within documents (packing)
+  at::Tensor position_ids;    // each token's position; one that does not follow the previous
+                              // by one starts a new document, and attention stays within
+                              // documents (packing)
 
   int64_t size() const { return x.defined() ? x.size(0) : 0; }
   // How many loss terms this batch contributes: integer targets other than kIgnoreIndex, or

@@ -63,7 +63,8 @@ TORCH_MODULE(RmsNorm);
 struct LlamaExtras {
   static constexpr size_t kCos = 0, kSin = 1, kMask = 2, kCount = 3;
   // cos / sin (B, 1, T, head_dim) float32; mask (B, 1, T, T) bool, true = attend: causal,
-  // within the query's document (a position id of 0 starts one) and to real keys only. A
+  // within the query's document (a position id that does not follow the previous one by one
+  // starts one) and to real keys only. A
   // query always sees itself, so a padding row stays finite (its target is ignored anyway).
   static UnitExtras make(RotaryEmbedding& rope, const at::Tensor& idx, const at::Tensor& position_ids,
                          const at::Tensor& attention_mask);
