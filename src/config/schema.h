@@ -104,6 +104,7 @@ void for_each_field(C& c, Visit&& visit) {
   visit("generate", "temperature", c.generate.temperature);
   visit("generate", "top_k", c.generate.top_k);
   visit("generate", "prompt", c.generate.prompt);
+  visit("generate", "tokenizer", c.generate.tokenizer);
 
   visit("strategy", "precision", c.strategy.precision);
   visit("strategy.grad_scaler", "enabled", c.strategy.grad_scaler.enabled);

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "frugal/models/causal_attention.h"
+#include "frugal/models/generate.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
@@ -132,23 +133,9 @@ at::Tensor Gpt::forward(const at::Tensor& idx) {
 
 at::Tensor Gpt::generate(at::Tensor idx, int64_t new_tokens, double temperature, int64_t top_k,
                          at::Generator generator) {
-  torch::NoGradGuard no_grad;
-  const bool was_training = is_training();
-  eval();
-  for (int64_t i = 0; i < new_tokens; ++i) {
-    const int64_t T = idx.size(1);
-    at::Tensor context = T > options_.block_size ? idx.slice(1, T - options_.block_size) : idx;
-    at::Tensor logits = forward(context).select(1, -1) / temperature;  // (1, vocab)
-    if (top_k > 0 && top_k < logits.size(-1)) {
-      at::Tensor kth = std::get<0>(logits.topk(top_k, -1)).select(-1, -1).unsqueeze(-1);
-      logits = logits.masked_fill(logits < kth, -std::numeric_limits<double>::infinity());
-    }
-    at::Tensor probs = at::softmax(logits, -1);
-    at::Tensor next = at::multinomial(probs, 1, /*replacement=*/false, generator);  // (1, 1)
-    idx = at::cat({idx, next}, 1);
-  }
-  train(was_training);
-  return idx;
+  return sample_tokens(*this, std::move(idx),
+                       SamplingOptions{new_tokens, temperature, top_k, options_.block_size, {}},
+                       std::move(generator));
 }
 
 }  // namespace frugal

@@ -43,6 +43,7 @@ struct Trainer::Impl {
   std::unique_ptr<DataLoader> loader;
   std::unique_ptr<Evaluator> evaluator;
   std::unique_ptr<CheckpointManager> checkpoints;
+  std::shared_ptr<Tokenizer> sample_tokenizer;  // the end-of-run sample's, null for bytes
 
   Impl(Config c, dist::RankInfo j) : cfg(std::move(c)), job(std::move(j)) {}
 
@@ -101,6 +102,7 @@ struct Trainer::Impl {
         cfg, make_dataset(cfg.data, cfg.model, Split::val, cfg.run.seed), *model,
         engine->sharding(), device);
     checkpoints = std::make_unique<CheckpointManager>(cfg, plan.dir / "checkpoints", *engine, comm);
+    if (cfg.generate.tokens > 0) sample_tokenizer = frugal::sample_tokenizer(cfg);
   }
 
   // One optimizer step; out of memory ends the run with a report and advice, the
@@ -203,7 +205,7 @@ TrainResult Trainer::run() {
   if (!std::isnan(result.val_loss)) log::info(fmt::format("final val loss {:.4f}", result.val_loss));
   if (cfg.generate.tokens > 0) {
     FullParameters full(s.engine->sharding());  // a collective: every rank takes part
-    if (s.main) result.sample = sample_text(cfg, *s.model, s.device);
+    if (s.main) result.sample = sample_text(cfg, *s.model, s.device, s.sample_tokenizer.get());
   }
   return result;
 }

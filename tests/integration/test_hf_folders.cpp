@@ -160,7 +160,9 @@ TEST_CASE("the README's fine-tuning example runs as written", "[integration][pyt
       // The smaller vocabulary's end-of-text id (vocabulary - 1, as with the default 1024).
       " --set data.eot_token=319"
       " --set train.max_steps=4 --set train.eval_every=2 --set train.eval_batches=1"
-      " --set train.checkpoint_every=2 --set train.progress=none");
+      " --set train.checkpoint_every=2 --set train.progress=none"
+      // A greedy sample through the folder's tokenizer, compared with transformers' below.
+      " --set generate.tokens=12 --set generate.top_k=1 --set 'generate.prompt=Why do'");
   INFO(trained.out << trained.err);
   REQUIRE(trained.exit_code == 0);
   CHECK_THAT(trained.out, Catch::Contains("steps: 4") && Catch::Contains("val loss"));
@@ -177,4 +179,20 @@ TEST_CASE("the README's fine-tuning example runs as written", "[integration][pyt
       test::quote((dir / "logits.safetensors").string()));
   INFO(check.out << check.err);
   CHECK(check.exit_code == 0);
+
+  // The sample decodes to the same text as transformers' greedy continuation of the exported
+  // folder, through the tokenizers package.
+  const std::string begin = "--- sample ---\n", end = "\n--- end sample ---";
+  const size_t from = trained.out.find(begin), to = trained.out.find(end);
+  REQUIRE(from != std::string::npos);
+  REQUIRE(to != std::string::npos);
+  const std::string sample = trained.out.substr(from + begin.size(), to - from - begin.size());
+  auto greedy = test::run_command(
+      test::python() + " " + test::quote((test::source_dir() / "tests/python/greedy_sample.py").string()) +
+      " " + test::quote((dir / "models" / "tiny-llama-ft").string()) + " 'Why do' 12");
+  INFO(greedy.err);
+  REQUIRE(greedy.exit_code == 0);
+  std::cout << "greedy sample: '" << sample << "'\n";
+  CHECK(!sample.empty());
+  CHECK(sample == greedy.out);
 }

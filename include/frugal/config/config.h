@@ -123,6 +123,9 @@ struct GenerateConfig {
   double temperature = 0.8;
   int64_t top_k = 0;  // 0 = full distribution
   std::string prompt = "\n";
+  // A tokenizer.json / SentencePiece .model (or its folder) to encode the prompt and decode the
+  // sample; empty = model.init_from's, else bytes (vocab_size 256).
+  std::string tokenizer;
 };
 
 // fp16-mixed's dynamic loss scaling (torch.amp.GradScaler's options and defaults); also the
