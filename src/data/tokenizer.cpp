@@ -1,9 +1,10 @@
 // Byte-level BPE from tokenizer.json (docs/data.md, "Tokenizers"), following the `tokenizers`
-// package step by step: added tokens cut the text first; each remaining segment goes through
-// the pre-tokenizers (Split, Digits, ByteLevel, or a Sequence of them); ByteLevel maps each
-// piece's bytes to GPT-2's printable alphabet; BPE merges the piece's symbols by rank
-// (lowest first, every occurrence left to right), unless ignore_merges finds the whole piece
-// in the vocabulary.
+// package step by step: added tokens that are not `normalized` cut the raw text first; each
+// remaining segment is normalized (NFC, ...), cut again at the `normalized` added tokens, and
+// goes through the pre-tokenizers (Split, Digits, ByteLevel, or a Sequence of them); ByteLevel
+// maps each piece's bytes to GPT-2's printable alphabet; BPE merges the piece's symbols by
+// rank (lowest first, every occurrence left to right), unless ignore_merges finds the whole
+// piece in the vocabulary.
 #include "frugal/data/tokenizer.h"
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 #include "frugal/io/atomic_file.h"
 #include "frugal/util/error.h"
 #include "regex_split.h"
+#include "unicode_normalize.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -147,10 +149,7 @@ class BpeTokenizer final : public Tokenizer {
       auto it = vocab_.find(m["unk_token"].get<std::string>());
       if (it != vocab_.end()) unk_ = it->second;
     }
-    if (j.contains("normalizer") && !j["normalizer"].is_null()) {
-      fail("normalizer", fmt::format("'{}' is not supported yet (only none)",
-                                     j["normalizer"].value("type", std::string("?"))));
-    }
+    parse_normalizer(j.contains("normalizer") ? j["normalizer"] : json(), "normalizer");
     for (const auto& t : j.value("added_tokens", json::array())) {
       if (t.value("lstrip", false) || t.value("rstrip", false) || t.value("single_word", false)) {
         fail("added_tokens", fmt::format("'{}' uses lstrip / rstrip / single_word (not supported)",
@@ -161,11 +160,16 @@ class BpeTokenizer final : public Tokenizer {
       added_[content] = id;
       added_by_id_[id] = content;
       max_id_ = std::max(max_id_, id);
-      if (!content.empty()) added_by_first_[static_cast<unsigned char>(content[0])].push_back(content);
+      // `tokenizers` writes the flag; without it, special tokens are matched in the raw text.
+      const bool normalized = t.value("normalized", !t.value("special", false));
+      AddedByFirstByte& table = normalized ? added_in_normalized_ : added_in_raw_;
+      if (!content.empty()) table[static_cast<unsigned char>(content[0])].push_back(content);
     }
-    for (auto& [_, list] : added_by_first_) {
-      std::sort(list.begin(), list.end(),
-                [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+    for (AddedByFirstByte* table : {&added_in_raw_, &added_in_normalized_}) {
+      for (auto& [_, list] : *table) {
+        std::sort(list.begin(), list.end(),
+                  [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+      }
     }
     parse_pre_tokenizer(j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json(), "pre_tokenizer");
     if (!byte_level_) fail("pre_tokenizer", "no ByteLevel step (only byte-level BPE is supported)");
@@ -177,29 +181,18 @@ class BpeTokenizer final : public Tokenizer {
       throw Error(fmt::format("tokenizer: the text is not valid UTF-8 (byte {})", bad));
     }
     std::vector<int64_t> ids;
-    // Added tokens first (leftmost, longest); the segments between them are pre-tokenized.
-    size_t segment = 0, i = 0;
-    while (i < text.size()) {
-      const std::string* found = nullptr;
-      auto it = added_by_first_.find(static_cast<unsigned char>(text[i]));
-      if (it != added_by_first_.end()) {
-        for (const std::string& t : it->second) {
-          if (text.compare(i, t.size(), t) == 0) {
-            found = &t;
-            break;
-          }
-        }
+    const auto pre_tokenize_and_merge = [&](std::string_view piece) { encode_segment(piece, ids); };
+    split_at_added(text, added_in_raw_, ids, [&](std::string_view segment) {
+      if (forms_.empty()) {
+        split_at_added(segment, added_in_normalized_, ids, pre_tokenize_and_merge);
+        return;
       }
-      if (!found) {
-        ++i;
-        continue;
+      std::string normalized(segment);
+      for (detail::UnicodeForm form : forms_) {
+        normalized = detail::normalize_unicode(normalized, form);
       }
-      encode_segment(text.substr(segment, i - segment), ids);
-      ids.push_back(added_.at(*found));
-      i += found->size();
-      segment = i;
-    }
-    encode_segment(text.substr(segment), ids);
+      split_at_added(normalized, added_in_normalized_, ids, pre_tokenize_and_merge);
+    });
     return ids;
   }
 
@@ -237,6 +230,70 @@ class BpeTokenizer final : public Tokenizer {
   }
 
  private:
+  // Added tokens by their first byte, longest first.
+  using AddedByFirstByte = std::map<unsigned char, std::vector<std::string>>;
+
+  // Cuts `text` at the added tokens of `table` (leftmost, longest): their ids go to `ids`, the
+  // text between them to `on_segment`, in order.
+  template <class OnSegment>
+  void split_at_added(std::string_view text, const AddedByFirstByte& table,
+                      std::vector<int64_t>& ids, const OnSegment& on_segment) const {
+    if (table.empty()) {
+      on_segment(text);
+      return;
+    }
+    size_t segment = 0, i = 0;
+    while (i < text.size()) {
+      const std::string* found = nullptr;
+      auto it = table.find(static_cast<unsigned char>(text[i]));
+      if (it != table.end()) {
+        for (const std::string& t : it->second) {
+          if (text.compare(i, t.size(), t) == 0) {
+            found = &t;
+            break;
+          }
+        }
+      }
+      if (!found) {
+        ++i;
+        continue;
+      }
+      on_segment(text.substr(segment, i - segment));
+      ids.push_back(added_.at(*found));
+      i += found->size();
+      segment = i;
+    }
+    on_segment(text.substr(segment));
+  }
+
+  // The Unicode normalization forms, in order (a Sequence may hold several).
+  void parse_normalizer(const json& n, const std::string& field) {
+    auto fail = [&](const std::string& message) {
+      throw Error(fmt::format("{}: {}: {}", what_, field, message));
+    };
+    if (n.is_null()) return;
+    if (!n.is_object()) fail("must be an object or null");
+    const std::string type = n.value("type", std::string());
+    if (type == "Sequence") {
+      if (!n.contains("normalizers") || !n["normalizers"].is_array()) fail("normalizers: missing");
+      int k = 0;
+      for (const json& step : n["normalizers"]) {
+        parse_normalizer(step, fmt::format("{}.normalizers[{}]", field, k++));
+      }
+    } else if (type == "NFC") {
+      forms_.push_back(detail::UnicodeForm::nfc);
+    } else if (type == "NFD") {
+      forms_.push_back(detail::UnicodeForm::nfd);
+    } else if (type == "NFKC") {
+      forms_.push_back(detail::UnicodeForm::nfkc);
+    } else if (type == "NFKD") {
+      forms_.push_back(detail::UnicodeForm::nfkd);
+    } else {
+      fail(fmt::format("type '{}' is not supported (NFC, NFD, NFKC, NFKD, or a Sequence of them)",
+                       type));
+    }
+  }
+
   void parse_pre_tokenizer(const json& p, const std::string& field) {
     auto fail = [&](const std::string& message) {
       throw Error(fmt::format("{}: {}: {}", what_, field, message));
@@ -377,7 +434,9 @@ class BpeTokenizer final : public Tokenizer {
   std::unordered_map<std::string, int64_t> ranks_;  // "a\x01b" -> rank
   std::unordered_map<std::string, int64_t> added_;
   std::unordered_map<int64_t, std::string> added_by_id_;
-  std::map<unsigned char, std::vector<std::string>> added_by_first_;  // longest first
+  AddedByFirstByte added_in_raw_;         // not `normalized`: matched before the normalizer
+  AddedByFirstByte added_in_normalized_;  // matched in the normalized text
+  std::vector<detail::UnicodeForm> forms_;
   std::vector<PreStep> steps_;
   bool byte_level_ = false;
   bool ignore_merges_ = false;
