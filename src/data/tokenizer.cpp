@@ -1,10 +1,11 @@
-// Byte-level BPE from tokenizer.json (docs/data.md, "Tokenizers"), following the `tokenizers`
-// package step by step: added tokens that are not `normalized` cut the raw text first; each
-// remaining segment is normalized (NFC, ...), cut again at the `normalized` added tokens, and
-// goes through the pre-tokenizers (Split, Digits, ByteLevel, or a Sequence of them); ByteLevel
-// maps each piece's bytes to GPT-2's printable alphabet; BPE merges the piece's symbols by
-// rank (lowest first, every occurrence left to right), unless ignore_merges finds the whole
-// piece in the vocabulary.
+// Tokenizer::load's choice of file (tokenizer.json or a SentencePiece model, whose class is
+// in sentencepiece_tokenizer.cpp), and byte-level BPE from tokenizer.json (docs/data.md,
+// "Tokenizers"), following the `tokenizers` package step by step: added tokens that are not
+// `normalized` cut the raw text first; each remaining segment is normalized (NFC, ...), cut
+// again at the `normalized` added tokens, and goes through the pre-tokenizers (Split, Digits,
+// ByteLevel, or a Sequence of them); ByteLevel maps each piece's bytes to GPT-2's printable
+// alphabet; BPE merges the piece's symbols by rank (lowest first, every occurrence left to
+// right), unless ignore_merges finds the whole piece in the vocabulary.
 #include "frugal/data/tokenizer.h"
 
 #include <fmt/format.h>
@@ -18,6 +19,7 @@
 #include "frugal/io/atomic_file.h"
 #include "frugal/util/error.h"
 #include "regex_split.h"
+#include "sentencepiece_tokenizer.h"
 #include "unicode_normalize.h"
 
 namespace fs = std::filesystem;
@@ -448,21 +450,55 @@ class BpeTokenizer final : public Tokenizer {
   mutable std::unordered_map<int64_t, std::string> by_id_;
 };
 
+bool is_sentencepiece_file(const fs::path& file) { return file.extension() == ".model"; }
+
+// The tokenizer file of a folder: tokenizer.json (a Hugging Face folder may hold a
+// tokenizer.model beside it, for the slow tokenizer), else tokenizer.model, else its one
+// other *.model file (T5's spiece.model, ...).
+fs::path tokenizer_file_in(const fs::path& dir) {
+  if (fs::exists(dir / "tokenizer.json")) return dir / "tokenizer.json";
+  if (fs::exists(dir / "tokenizer.model")) return dir / "tokenizer.model";
+  std::vector<fs::path> models;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.is_regular_file() && is_sentencepiece_file(entry.path())) {
+      models.push_back(entry.path());
+    }
+  }
+  if (ec) throw Error(fmt::format("{}: cannot list the folder: {}", dir.string(), ec.message()));
+  if (models.size() == 1) return models.front();
+  if (models.empty()) {
+    throw Error(
+        fmt::format("{}: no tokenizer.json and no SentencePiece *.model file in this folder "
+                    "(expected one of them)",
+                    dir.string()));
+  }
+  std::sort(models.begin(), models.end());
+  throw Error(fmt::format(
+      "{}: no tokenizer.json, and {} SentencePiece *.model files ({}, {}, ...): "
+      "name the one to use",
+      dir.string(), models.size(), models[0].filename().string(), models[1].filename().string()));
+}
+
 }  // namespace
 
 std::shared_ptr<Tokenizer> Tokenizer::load(const fs::path& path) {
-  const fs::path file = fs::is_directory(path) ? path / "tokenizer.json" : path;
-  if (!fs::exists(file)) {
-    throw Error(fmt::format("{}: no tokenizer.json{}", path.string(),
-                            fs::exists(path / "tokenizer.model")
-                                ? " (a SentencePiece tokenizer.model is not supported yet)"
-                                : ""));
+  if (!fs::exists(path)) {
+    throw Error(
+        fmt::format("{}: no such file or folder (expected a tokenizer.json, a SentencePiece "
+                    ".model file, or a folder holding one)",
+                    path.string()));
   }
+  const fs::path file = fs::is_directory(path) ? tokenizer_file_in(path) : path;
+  if (is_sentencepiece_file(file)) return detail::load_sentencepiece(file);
   json j;
   try {
     j = json::parse(io::read_file(file));
   } catch (const json::exception& e) {
-    throw Error(fmt::format("{}: not valid JSON ({})", file.string(), e.what()));
+    throw Error(
+        fmt::format("{}: not valid JSON ({}); expected a tokenizer.json or a "
+                    "SentencePiece .model file",
+                    file.string(), e.what()));
   }
   return std::make_shared<BpeTokenizer>(j, file.string());
 }

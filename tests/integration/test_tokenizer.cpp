@@ -6,10 +6,13 @@
 //   Qwen2.5's NFC normalizer), the NFC one under NFD, NFKD and a Sequence of NFD and NFKC, and
 //   with added tokens matched before and after the normalizer, encode it to exactly the same
 //   ids, documents joined by an added token; decoding gives the text back.
-// - prepare-text ends each document with the end-of-text token.
+// - SentencePiece .model files (tests/python/sentencepiece_reference.py, the `sentencepiece`
+//   package): BPE with byte fallback and unigram models give the same ids and decoded text.
+// - prepare-text ends each document with the end-of-text token, for both kinds.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -157,4 +160,124 @@ TEST_CASE("byte-level BPE ids equal the tokenizers package's on 1 MB of mixed te
     CHECK(stream.shards().front().width == (name == "big" ? 4 : 2));
     CHECK(read_shard_tokens(out) == expected);
   }
+}
+
+TEST_CASE("SentencePiece tokenizers: ids and text equal the sentencepiece package's on 1 MB",
+          "[integration][python][tokenizer]") {
+  test::TempDir dir("frugal-sentencepiece");
+  const auto python_start = std::chrono::steady_clock::now();
+  auto r = test::run_command(
+      test::python() + " " +
+      test::quote((test::source_dir() / "tests/python/sentencepiece_reference.py").string()) + " " +
+      test::quote(dir.path().string()) + " /usr/share/games/fortunes");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  std::cout
+      << "sentencepiece reference: " << r.out << "  ("
+      << std::chrono::duration<double>(std::chrono::steady_clock::now() - python_start).count()
+      << " s)\n";
+  const std::string text = test::read_text(dir / "corpus.txt");
+  REQUIRE(text.size() >= 1000000);
+  const std::vector<std::string> docs = reference_documents(text);
+
+  // bpe: Llama 2's settings (byte fallback); unigram: T5's (nmt_nfkc, <unk>). Loaded from the
+  // folder, and from the file.
+  for (const std::string style : {"bpe", "unigram"}) {
+    INFO(style);
+    auto tok = Tokenizer::load(dir / style);
+    REQUIRE(Tokenizer::load(dir / style / "tokenizer.model")->vocab_size() == 3000);
+    CHECK(tok->vocab_size() == 3000);
+    // SentencePiece's defaults: <unk> 0, <s> 1, </s> 2; token_id knows every piece.
+    CHECK(tok->end_of_text_id() == 2);
+    CHECK(tok->token_id("</s>") == 2);
+    CHECK(tok->token_id("<unk>") == 0);
+    CHECK_FALSE(tok->token_id("no such piece"));
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<int64_t> ids;
+    for (const std::string& doc : docs) {
+      const auto part = tok->encode(doc);
+      ids.insert(ids.end(), part.begin(), part.end());
+      ids.push_back(*tok->end_of_text_id());
+    }
+    const double encode_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::vector<int64_t> expected = read_reference_ids(dir / style / "ids.bin");
+    INFO("first difference at token " << first_differing_token(ids, expected));
+    REQUIRE(ids == expected);
+    // decode(encode(doc)) is the package's decoding, document by document.
+    const auto decoded = nlohmann::json::parse(test::read_text(dir / style / "decoded.json"));
+    REQUIRE(decoded.size() == docs.size());
+    size_t same_text = 0;
+    for (size_t i = 0; i < docs.size(); ++i) {
+      const std::string mine = tok->decode(tok->encode(docs[i]));
+      INFO("document " << i);
+      REQUIRE(mine == decoded[i].get<std::string>());
+      same_text += mine == docs[i];
+    }
+    std::cout << "sentencepiece " << style << ": " << ids.size() << " tokens of " << text.size()
+              << " bytes, all equal (encode " << encode_s << " s); " << docs.size()
+              << " documents decoded as the package does, " << same_text << " of them to the "
+              << "original text\n";
+    // Llama 2's settings give every document back; nmt_nfkc and <unk> do not.
+    if (style == "bpe") CHECK(same_text == docs.size());
+    CHECK_THROWS_WITH(tok->decode({3000}), Catch::Contains("no token has id 3000"));
+  }
+
+  // A folder with a tokenizer.json beside the .model takes the tokenizer.json, as transformers'
+  // fast tokenizers do; a folder with another *.model name (T5's spiece.model) is found too.
+  test::write_text(dir / "both" / "tokenizer.json",
+                   R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+                       "pre_tokenizer": {"type": "ByteLevel"}})");
+  std::filesystem::copy_file(dir / "bpe" / "tokenizer.model", dir / "both" / "tokenizer.model");
+  CHECK(Tokenizer::load(dir / "both")->vocab_size() == 1);
+  std::filesystem::create_directories(dir / "t5");
+  std::filesystem::copy_file(dir / "unigram" / "tokenizer.model", dir / "t5" / "spiece.model");
+  CHECK(Tokenizer::load(dir / "t5")->encode(docs[1]) ==
+        Tokenizer::load(dir / "unigram")->encode(docs[1]));
+  std::filesystem::copy_file(dir / "bpe" / "tokenizer.model", dir / "t5" / "other.model");
+  CHECK_THROWS_WITH(Tokenizer::load(dir / "t5"), Catch::Contains("2 SentencePiece *.model files"));
+  std::filesystem::create_directories(dir / "empty");
+  CHECK_THROWS_WITH(Tokenizer::load(dir / "empty"),
+                    Catch::Contains("empty: no tokenizer.json and no SentencePiece *.model file"));
+
+  // prepare-text: each document's ids, then </s>, as the package's ids say.
+  const std::vector<int64_t> reference = read_reference_ids(dir / "bpe" / "ids.bin");
+  std::vector<std::vector<int64_t>> reference_by_doc(1);
+  for (int64_t id : reference) {
+    reference_by_doc.back().push_back(id);
+    if (id == 2) reference_by_doc.emplace_back();
+  }
+  reference_by_doc.pop_back();  // the empty one after the last </s>
+  REQUIRE(reference_by_doc.size() == docs.size());
+  // docs[1] and the longest document (non-ASCII lines among fortunes).
+  const size_t last =
+      static_cast<size_t>(std::max_element(docs.begin(), docs.end(),
+                                           [](const std::string& a, const std::string& b) {
+                                             return a.size() < b.size();
+                                           }) -
+                          docs.begin());
+  test::write_text(dir / "docs" / "a.txt", docs[1]);
+  test::write_text(dir / "docs" / "b.txt", docs[last]);
+  std::vector<int64_t> expected = reference_by_doc[1];
+  expected.insert(expected.end(), reference_by_doc[last].begin(), reference_by_doc[last].end());
+  auto p = run_prepare_text(dir / "docs", dir / "bpe", dir / "bpe.bin");
+  INFO(p.out << p.err);
+  REQUIRE(p.exit_code == 0);
+  CHECK(read_shard_tokens(dir / "bpe.bin") == expected);
+  std::cout << "prepare-text (sentencepiece bpe): " << expected.size() << " tokens equal\n";
+
+  // A model without an EOS piece cannot end the documents: an error, not a shard.
+  p = run_prepare_text(dir / "docs", dir / "no_eos", dir / "no_eos.bin");
+  CHECK(p.exit_code == 2);
+  CHECK_THAT(p.err, Catch::Contains("no_eos' has no end-of-text token"));
+  CHECK_FALSE(std::filesystem::exists(dir / "no_eos.bin"));
+
+  // A corrupt model (cut short, as by an interrupted download) is one line naming the file.
+  const std::string model = test::read_text(dir / "bpe" / "tokenizer.model");
+  test::write_text(dir / "cut" / "tokenizer.model", model.substr(0, model.size() / 3));
+  p = run_prepare_text(dir / "docs", dir / "cut", dir / "cut.bin");
+  CHECK(p.exit_code == 2);
+  CHECK_THAT(p.err, Catch::Contains("cut/tokenizer.model: not a valid SentencePiece model"));
+  CHECK(std::count(p.err.begin(), p.err.end(), '\n') == 1);
+  CHECK_FALSE(std::filesystem::exists(dir / "cut.bin"));
 }
