@@ -18,6 +18,7 @@
 
 #include "frugal/io/atomic_file.h"
 #include "frugal/util/error.h"
+#include "frugal/util/log.h"
 #include "regex_split.h"
 #include "sentencepiece_tokenizer.h"
 #include "unicode_normalize.h"
@@ -453,8 +454,8 @@ class BpeTokenizer final : public Tokenizer {
 bool is_sentencepiece_file(const fs::path& file) { return file.extension() == ".model"; }
 
 // The tokenizer file of a folder: tokenizer.json (a Hugging Face folder may hold a
-// tokenizer.model beside it, for the slow tokenizer), else tokenizer.model, else its one
-// other *.model file (T5's spiece.model, ...).
+// tokenizer.model beside it, for the slow tokenizer; Tokenizer::load falls back to it), else
+// tokenizer.model, else its one other *.model file (T5's spiece.model, ...).
 fs::path tokenizer_file_in(const fs::path& dir) {
   if (fs::exists(dir / "tokenizer.json")) return dir / "tokenizer.json";
   if (fs::exists(dir / "tokenizer.model")) return dir / "tokenizer.model";
@@ -480,6 +481,19 @@ fs::path tokenizer_file_in(const fs::path& dir) {
       dir.string(), models.size(), models[0].filename().string(), models[1].filename().string()));
 }
 
+std::shared_ptr<Tokenizer> load_tokenizer_json(const fs::path& file) {
+  json j;
+  try {
+    j = json::parse(io::read_file(file));
+  } catch (const json::exception& e) {
+    throw Error(
+        fmt::format("{}: not valid JSON ({}); expected a tokenizer.json or a "
+                    "SentencePiece .model file",
+                    file.string(), e.what()));
+  }
+  return std::make_shared<BpeTokenizer>(j, file.string());
+}
+
 }  // namespace
 
 std::shared_ptr<Tokenizer> Tokenizer::load(const fs::path& path) {
@@ -491,16 +505,19 @@ std::shared_ptr<Tokenizer> Tokenizer::load(const fs::path& path) {
   }
   const fs::path file = fs::is_directory(path) ? tokenizer_file_in(path) : path;
   if (is_sentencepiece_file(file)) return detail::load_sentencepiece(file);
-  json j;
-  try {
-    j = json::parse(io::read_file(file));
-  } catch (const json::exception& e) {
-    throw Error(
-        fmt::format("{}: not valid JSON ({}); expected a tokenizer.json or a "
-                    "SentencePiece .model file",
-                    file.string(), e.what()));
+  const fs::path model = path / "tokenizer.model";
+  if (fs::is_directory(path) && fs::exists(model)) {
+    // Llama 2 and Mistral folders: their tokenizer.json is converted from the tokenizer.model
+    // beside it, with normalizers (Prepend, Replace) and byte fallback that frugal's BPE does
+    // not run; the model it came from does.
+    try {
+      return load_tokenizer_json(file);
+    } catch (const Error& e) {
+      log::warn(fmt::format("{}; using {} instead", e.what(), model.string()));
+      return detail::load_sentencepiece(model);
+    }
   }
-  return std::make_shared<BpeTokenizer>(j, file.string());
+  return load_tokenizer_json(file);
 }
 
 }  // namespace frugal

@@ -230,6 +230,15 @@ TEST_CASE("SentencePiece tokenizers: ids and text equal the sentencepiece packag
                        "pre_tokenizer": {"type": "ByteLevel"}})");
   std::filesystem::copy_file(dir / "bpe" / "tokenizer.model", dir / "both" / "tokenizer.model");
   CHECK(Tokenizer::load(dir / "both")->vocab_size() == 1);
+  // ... unless frugal cannot run it, as Llama 2's (converted from its tokenizer.model with
+  // normalizers frugal's BPE lacks): then the tokenizer.model.
+  auto llama2 = nlohmann::json::parse(test::read_text(dir / "both" / "tokenizer.json"));
+  llama2["normalizer"] = {{"type", "Sequence"},
+                          {"normalizers", {{{"type", "Prepend"}, {"prepend", "\xE2\x96\x81"}}}}};
+  test::write_text(dir / "both" / "tokenizer.json", llama2.dump());
+  CHECK(Tokenizer::load(dir / "both")->encode(docs[1]) ==
+        Tokenizer::load(dir / "bpe")->encode(docs[1]));
+  CHECK_THROWS_WITH(Tokenizer::load(dir / "both" / "tokenizer.json"), Catch::Contains("'Prepend'"));
   std::filesystem::create_directories(dir / "t5");
   std::filesystem::copy_file(dir / "unigram" / "tokenizer.model", dir / "t5" / "spiece.model");
   CHECK(Tokenizer::load(dir / "t5")->encode(docs[1]) ==
