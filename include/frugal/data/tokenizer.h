@@ -8,7 +8,7 @@
 //   file is a frugal::Error naming the file and the field, not an approximation.
 // - SentencePiece `.model` files (Llama 2, Mistral, T5, Gemma): BPE or unigram, run by the
 //   SentencePiece library itself, so the ids are the `sentencepiece` package's
-//   (tests/integration/test_sentencepiece.cpp).
+//   (tests/integration/test_tokenizer.cpp).
 #pragma once
 
 #include <cstdint>
