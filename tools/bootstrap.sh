@@ -17,9 +17,12 @@ say() { printf '[bootstrap] %s\n' "$*"; }
 # (chromium: the test that renders `frugal report`'s page headless)
 # (patchelf: tools/gpu/bundle.sh, the GPU bundle, built and checked by the test suite)
 # (libpcre2-dev: the tokenizers' pre-tokenizer patterns)
+# (libsentencepiece-dev: SentencePiece .model tokenizers, Llama 2 / Mistral / T5 style)
+# (libutf8proc-dev: Unicode normalization (NFC, ...) for tokenizer.json normalizers)
 debs=(
   g++ cmake ninja-build ccache pkg-config python3-venv patchelf
   libyaml-cpp-dev libpcre2-dev libspdlog-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev libgloo-dev
+  libsentencepiece-dev libutf8proc-dev
   libopenmpi-dev openmpi-bin
   fortunes fortunes-min
   chromium

@@ -13,7 +13,7 @@ struct PrepareArgs {
   std::string output;
   std::string format;  // default: nanogpt for bytes, llmc with a tokenizer
   bool overwrite = false;
-  std::string tokenizer;  // a tokenizer.json or its folder; empty: byte-level
+  std::string tokenizer;  // a tokenizer.json, a SentencePiece .model, or a folder; empty: bytes
 };
 
 }  // namespace
@@ -30,8 +30,9 @@ void add_prepare_text(CLI::App& app, Action& run) {
                   "with --tokenizer)")
       ->check(CLI::IsMember({"nanogpt", "llmc"}));
   cmd->add_option("--tokenizer", args->tokenizer,
-                  "A Hugging Face tokenizer.json (or its folder): each file a document, ended by "
-                  "the end-of-text token; uint32 llm.c shards past 65536 tokens");
+                  "A Hugging Face tokenizer.json, a SentencePiece .model, or a folder holding "
+                  "one: each file a document, ended by the end-of-text token; uint32 llm.c "
+                  "shards past 65536 tokens");
   cmd->add_flag("--overwrite", args->overwrite, "Replace the output file if it exists");
   cmd->callback([&run, args] {
     run = [args] {

@@ -1,5 +1,5 @@
 // `frugal prepare-text`: text files -> one token shard: byte-level tokens, or a tokenizer's
-// (uint16, or llm.c's uint32 shards past 65536 tokens).
+// (tokenizer.json or SentencePiece; uint16, or llm.c's uint32 shards past 65536 tokens).
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -78,11 +78,11 @@ void write_tokens(std::ofstream& out, const std::vector<int64_t>& ids, int width
   }
 }
 
-// Each file is a document: its tokens, then the end-of-text token when there is one. The
+// Each file is a document: its tokens, then the end-of-text token. The
 // header (llm.c) is written last, when the count is known.
 int64_t write_tokenized(const std::vector<std::string>& inputs, const Tokenizer& tokenizer,
-                        std::optional<int64_t> eos, TokenFormat format, int width,
-                        const std::string& path, const std::string& output) {
+                        int64_t eos, TokenFormat format, int width, const std::string& path,
+                        const std::string& output) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) throw Error(fmt::format("prepare-text: cannot write '{}'", path));
   if (format == TokenFormat::llmc) out.write(std::string(kLlmcHeaderBytes, '\0').data(), kLlmcHeaderBytes);
@@ -95,7 +95,7 @@ int64_t write_tokenized(const std::vector<std::string>& inputs, const Tokenizer&
       } catch (const Error& e) {
         throw Error(fmt::format("prepare-text: '{}': {}", file, e.what()));
       }
-      if (eos) ids.push_back(*eos);
+      ids.push_back(eos);
       write_tokens(out, ids, width);
       total += static_cast<int64_t>(ids.size());
     }
@@ -118,9 +118,9 @@ int64_t write_tokenized(const std::vector<std::string>& inputs, const Tokenizer&
 
 }  // namespace
 
-std::optional<int64_t> end_of_text_token(const Tokenizer& tokenizer,
-                                         const std::filesystem::path& dir) {
-  // tokenizer_config.json's eos_token (a string, or {"content": ...}), else a common name.
+int64_t end_of_text_token(const Tokenizer& tokenizer, const std::filesystem::path& dir) {
+  // tokenizer_config.json's eos_token (a string, or {"content": ...}), else the one the
+  // tokenizer file declares (a SentencePiece model's eos piece), else a common name.
   const auto config = dir / "tokenizer_config.json";
   if (std::filesystem::exists(config)) {
     try {
@@ -130,16 +130,22 @@ std::optional<int64_t> end_of_text_token(const Tokenizer& tokenizer,
         const std::string content = e.is_string() ? e.get<std::string>()
                                     : e.is_object() ? e.value("content", std::string())
                                                     : std::string();
-        if (auto id = tokenizer.token_id(content)) return id;
+        if (auto id = tokenizer.token_id(content)) return *id;
       }
     } catch (const nlohmann::json::exception& e) {
       throw Error(fmt::format("{}: not valid JSON ({})", config.string(), e.what()));
     }
   }
+  if (auto id = tokenizer.end_of_text_id()) return *id;
   for (const char* name : {"<|endoftext|>", "<|end_of_text|>", "</s>"}) {
-    if (auto id = tokenizer.token_id(name)) return id;
+    if (auto id = tokenizer.token_id(name)) return *id;
   }
-  return std::nullopt;
+  // Documents run together without one: refuse rather than write such a shard.
+  throw Error(
+      fmt::format("prepare-text: the tokenizer in '{}' has no end-of-text token (no "
+                  "eos_token in tokenizer_config.json, no eos piece in the SentencePiece "
+                  "model, none of <|endoftext|>, <|end_of_text|>, </s>)",
+                  dir.string()));
 }
 
 int64_t prepare_text_tokenized(const std::vector<std::string>& inputs, const std::string& output,

@@ -1,9 +1,11 @@
-// Byte-level BPE from tokenizer.json (docs/data.md, "Tokenizers"), following the `tokenizers`
-// package step by step: added tokens cut the text first; each remaining segment goes through
-// the pre-tokenizers (Split, Digits, ByteLevel, or a Sequence of them); ByteLevel maps each
-// piece's bytes to GPT-2's printable alphabet; BPE merges the piece's symbols by rank
-// (lowest first, every occurrence left to right), unless ignore_merges finds the whole piece
-// in the vocabulary.
+// Tokenizer::load's choice of file (tokenizer.json or a SentencePiece model, whose class is
+// in sentencepiece_tokenizer.cpp), and byte-level BPE from tokenizer.json (docs/data.md,
+// "Tokenizers"), following the `tokenizers` package step by step: added tokens that are not
+// `normalized` cut the raw text first; each remaining segment is normalized (NFC, ...), cut
+// again at the `normalized` added tokens, and goes through the pre-tokenizers (Split, Digits,
+// ByteLevel, or a Sequence of them); ByteLevel maps each piece's bytes to GPT-2's printable
+// alphabet; BPE merges the piece's symbols by rank (lowest first, every occurrence left to
+// right), unless ignore_merges finds the whole piece in the vocabulary.
 #include "frugal/data/tokenizer.h"
 
 #include <fmt/format.h>
@@ -16,7 +18,10 @@
 
 #include "frugal/io/atomic_file.h"
 #include "frugal/util/error.h"
+#include "frugal/util/log.h"
 #include "regex_split.h"
+#include "sentencepiece_tokenizer.h"
+#include "unicode_normalize.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -147,10 +152,7 @@ class BpeTokenizer final : public Tokenizer {
       auto it = vocab_.find(m["unk_token"].get<std::string>());
       if (it != vocab_.end()) unk_ = it->second;
     }
-    if (j.contains("normalizer") && !j["normalizer"].is_null()) {
-      fail("normalizer", fmt::format("'{}' is not supported yet (only none)",
-                                     j["normalizer"].value("type", std::string("?"))));
-    }
+    parse_normalizer(j.contains("normalizer") ? j["normalizer"] : json(), "normalizer");
     for (const auto& t : j.value("added_tokens", json::array())) {
       if (t.value("lstrip", false) || t.value("rstrip", false) || t.value("single_word", false)) {
         fail("added_tokens", fmt::format("'{}' uses lstrip / rstrip / single_word (not supported)",
@@ -161,11 +163,16 @@ class BpeTokenizer final : public Tokenizer {
       added_[content] = id;
       added_by_id_[id] = content;
       max_id_ = std::max(max_id_, id);
-      if (!content.empty()) added_by_first_[static_cast<unsigned char>(content[0])].push_back(content);
+      // `tokenizers` writes the flag; without it, special tokens are matched in the raw text.
+      const bool normalized = t.value("normalized", !t.value("special", false));
+      AddedByFirstByte& table = normalized ? added_in_normalized_ : added_in_raw_;
+      if (!content.empty()) table[static_cast<unsigned char>(content[0])].push_back(content);
     }
-    for (auto& [_, list] : added_by_first_) {
-      std::sort(list.begin(), list.end(),
-                [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+    for (AddedByFirstByte* table : {&added_in_raw_, &added_in_normalized_}) {
+      for (auto& [_, list] : *table) {
+        std::sort(list.begin(), list.end(),
+                  [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+      }
     }
     parse_pre_tokenizer(j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json(), "pre_tokenizer");
     if (!byte_level_) fail("pre_tokenizer", "no ByteLevel step (only byte-level BPE is supported)");
@@ -177,29 +184,18 @@ class BpeTokenizer final : public Tokenizer {
       throw Error(fmt::format("tokenizer: the text is not valid UTF-8 (byte {})", bad));
     }
     std::vector<int64_t> ids;
-    // Added tokens first (leftmost, longest); the segments between them are pre-tokenized.
-    size_t segment = 0, i = 0;
-    while (i < text.size()) {
-      const std::string* found = nullptr;
-      auto it = added_by_first_.find(static_cast<unsigned char>(text[i]));
-      if (it != added_by_first_.end()) {
-        for (const std::string& t : it->second) {
-          if (text.compare(i, t.size(), t) == 0) {
-            found = &t;
-            break;
-          }
-        }
+    const auto pre_tokenize_and_merge = [&](std::string_view piece) { encode_segment(piece, ids); };
+    split_at_added(text, added_in_raw_, ids, [&](std::string_view segment) {
+      if (forms_.empty()) {
+        split_at_added(segment, added_in_normalized_, ids, pre_tokenize_and_merge);
+        return;
       }
-      if (!found) {
-        ++i;
-        continue;
+      std::string normalized(segment);
+      for (detail::UnicodeForm form : forms_) {
+        normalized = detail::normalize_unicode(normalized, form);
       }
-      encode_segment(text.substr(segment, i - segment), ids);
-      ids.push_back(added_.at(*found));
-      i += found->size();
-      segment = i;
-    }
-    encode_segment(text.substr(segment), ids);
+      split_at_added(normalized, added_in_normalized_, ids, pre_tokenize_and_merge);
+    });
     return ids;
   }
 
@@ -237,6 +233,70 @@ class BpeTokenizer final : public Tokenizer {
   }
 
  private:
+  // Added tokens by their first byte, longest first.
+  using AddedByFirstByte = std::map<unsigned char, std::vector<std::string>>;
+
+  // Cuts `text` at the added tokens of `table` (leftmost, longest): their ids go to `ids`, the
+  // text between them to `on_segment`, in order.
+  template <class OnSegment>
+  void split_at_added(std::string_view text, const AddedByFirstByte& table,
+                      std::vector<int64_t>& ids, const OnSegment& on_segment) const {
+    if (table.empty()) {
+      on_segment(text);
+      return;
+    }
+    size_t segment = 0, i = 0;
+    while (i < text.size()) {
+      const std::string* found = nullptr;
+      auto it = table.find(static_cast<unsigned char>(text[i]));
+      if (it != table.end()) {
+        for (const std::string& t : it->second) {
+          if (text.compare(i, t.size(), t) == 0) {
+            found = &t;
+            break;
+          }
+        }
+      }
+      if (!found) {
+        ++i;
+        continue;
+      }
+      on_segment(text.substr(segment, i - segment));
+      ids.push_back(added_.at(*found));
+      i += found->size();
+      segment = i;
+    }
+    on_segment(text.substr(segment));
+  }
+
+  // The Unicode normalization forms, in order (a Sequence may hold several).
+  void parse_normalizer(const json& n, const std::string& field) {
+    auto fail = [&](const std::string& message) {
+      throw Error(fmt::format("{}: {}: {}", what_, field, message));
+    };
+    if (n.is_null()) return;
+    if (!n.is_object()) fail("must be an object or null");
+    const std::string type = n.value("type", std::string());
+    if (type == "Sequence") {
+      if (!n.contains("normalizers") || !n["normalizers"].is_array()) fail("normalizers: missing");
+      int k = 0;
+      for (const json& step : n["normalizers"]) {
+        parse_normalizer(step, fmt::format("{}.normalizers[{}]", field, k++));
+      }
+    } else if (type == "NFC") {
+      forms_.push_back(detail::UnicodeForm::nfc);
+    } else if (type == "NFD") {
+      forms_.push_back(detail::UnicodeForm::nfd);
+    } else if (type == "NFKC") {
+      forms_.push_back(detail::UnicodeForm::nfkc);
+    } else if (type == "NFKD") {
+      forms_.push_back(detail::UnicodeForm::nfkd);
+    } else {
+      fail(fmt::format("type '{}' is not supported (NFC, NFD, NFKC, NFKD, or a Sequence of them)",
+                       type));
+    }
+  }
+
   void parse_pre_tokenizer(const json& p, const std::string& field) {
     auto fail = [&](const std::string& message) {
       throw Error(fmt::format("{}: {}: {}", what_, field, message));
@@ -377,7 +437,9 @@ class BpeTokenizer final : public Tokenizer {
   std::unordered_map<std::string, int64_t> ranks_;  // "a\x01b" -> rank
   std::unordered_map<std::string, int64_t> added_;
   std::unordered_map<int64_t, std::string> added_by_id_;
-  std::map<unsigned char, std::vector<std::string>> added_by_first_;  // longest first
+  AddedByFirstByte added_in_raw_;         // not `normalized`: matched before the normalizer
+  AddedByFirstByte added_in_normalized_;  // matched in the normalized text
+  std::vector<detail::UnicodeForm> forms_;
   std::vector<PreStep> steps_;
   bool byte_level_ = false;
   bool ignore_merges_ = false;
@@ -389,23 +451,73 @@ class BpeTokenizer final : public Tokenizer {
   mutable std::unordered_map<int64_t, std::string> by_id_;
 };
 
-}  // namespace
+bool is_sentencepiece_file(const fs::path& file) { return file.extension() == ".model"; }
 
-std::shared_ptr<Tokenizer> Tokenizer::load(const fs::path& path) {
-  const fs::path file = fs::is_directory(path) ? path / "tokenizer.json" : path;
-  if (!fs::exists(file)) {
-    throw Error(fmt::format("{}: no tokenizer.json{}", path.string(),
-                            fs::exists(path / "tokenizer.model")
-                                ? " (a SentencePiece tokenizer.model is not supported yet)"
-                                : ""));
+// The tokenizer file of a folder: tokenizer.json (a Hugging Face folder may hold a
+// tokenizer.model beside it, for the slow tokenizer; Tokenizer::load falls back to it), else
+// tokenizer.model, else its one other *.model file (T5's spiece.model, ...).
+fs::path tokenizer_file_in(const fs::path& dir) {
+  if (fs::exists(dir / "tokenizer.json")) return dir / "tokenizer.json";
+  if (fs::exists(dir / "tokenizer.model")) return dir / "tokenizer.model";
+  std::vector<fs::path> models;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.is_regular_file() && is_sentencepiece_file(entry.path())) {
+      models.push_back(entry.path());
+    }
   }
+  if (ec) throw Error(fmt::format("{}: cannot list the folder: {}", dir.string(), ec.message()));
+  if (models.size() == 1) return models.front();
+  if (models.empty()) {
+    throw Error(
+        fmt::format("{}: no tokenizer.json and no SentencePiece *.model file in this folder "
+                    "(expected one of them)",
+                    dir.string()));
+  }
+  std::sort(models.begin(), models.end());
+  throw Error(fmt::format(
+      "{}: no tokenizer.json, and {} SentencePiece *.model files ({}, {}, ...): "
+      "name the one to use",
+      dir.string(), models.size(), models[0].filename().string(), models[1].filename().string()));
+}
+
+std::shared_ptr<Tokenizer> load_tokenizer_json(const fs::path& file) {
   json j;
   try {
     j = json::parse(io::read_file(file));
   } catch (const json::exception& e) {
-    throw Error(fmt::format("{}: not valid JSON ({})", file.string(), e.what()));
+    throw Error(
+        fmt::format("{}: not valid JSON ({}); expected a tokenizer.json or a "
+                    "SentencePiece .model file",
+                    file.string(), e.what()));
   }
   return std::make_shared<BpeTokenizer>(j, file.string());
+}
+
+}  // namespace
+
+std::shared_ptr<Tokenizer> Tokenizer::load(const fs::path& path) {
+  if (!fs::exists(path)) {
+    throw Error(
+        fmt::format("{}: no such file or folder (expected a tokenizer.json, a SentencePiece "
+                    ".model file, or a folder holding one)",
+                    path.string()));
+  }
+  const fs::path file = fs::is_directory(path) ? tokenizer_file_in(path) : path;
+  if (is_sentencepiece_file(file)) return detail::load_sentencepiece(file);
+  const fs::path model = path / "tokenizer.model";
+  if (fs::is_directory(path) && fs::exists(model)) {
+    // Llama 2 and Mistral folders: their tokenizer.json is converted from the tokenizer.model
+    // beside it, with normalizers (Prepend, Replace) and byte fallback that frugal's BPE does
+    // not run; the model it came from does.
+    try {
+      return load_tokenizer_json(file);
+    } catch (const Error& e) {
+      log::warn(fmt::format("{}; using {} instead", e.what(), model.string()));
+      return detail::load_sentencepiece(model);
+    }
+  }
+  return load_tokenizer_json(file);
 }
 
 }  // namespace frugal

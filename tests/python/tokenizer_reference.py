@@ -3,9 +3,12 @@ gives, for frugal's tokenizer to reproduce.
 
 Usage: tokenizer_reference.py OUT_DIR FORTUNES_DIR
 Writes OUT_DIR/corpus.txt (>= 1.1 MB: fortunes text plus non-ASCII lines in several scripts,
-digits, tabs, CRLF and runs of spaces) and, for each style (gpt2, llama3, qwen2, digits),
-OUT_DIR/<style>/tokenizer.json and OUT_DIR/<style>/ids.bin (int32 little-endian) of the
-corpus encoded without added special tokens. Prints one JSON line with the sizes.
+decomposed accents, digits, tabs, CRLF and runs of spaces) and, for each style, OUT_DIR/<style>/
+tokenizer.json and OUT_DIR/<style>/ids.bin (int32 little-endian) of the corpus encoded without
+added special tokens. The styles: gpt2, llama3, qwen2, digits (pre-tokenizers), nfc (Qwen2.5's:
+qwen2's with the NFC normalizer), nfc's vocabulary under the other normalizers (nfd, nfkd,
+and a Sequence of NFD then NFKC), and nfc_added: nfc with an added token matched after the
+normalizer and one before it. Prints one JSON line with the sizes.
 """
 import array
 import json
@@ -13,7 +16,10 @@ import os
 import random
 import sys
 
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+import unicodedata
+
+from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers,
+                        trainers)
 
 LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
           r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
@@ -22,7 +28,11 @@ QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
 
 WORDS = ["Größe", "naïve", "café", "Ελληνικά", "русский", "日本語のテキスト", "中文字符", "한국어",
          "العربية", "עברית", "🙂", "🚀✨", "déjà-vu", "Straße", "ﬁ", "1234567", "3.14159",
-         "x²", "€42", "I'm", "DON'T", "you'LL", "\t", "  ", "\r\n", "...", "—", "«quoted»"]
+         "x²", "€42", "I'm", "DON'T", "you'LL", "\t", "  ", "\r\n", "...", "—", "«quoted»",
+         # Not in NFC: combining accents (one on a base that composes, two in non-canonical
+         # order), Hangul jamo, the Angstrom sign (a singleton), a compatibility ligature.
+         "cafe\u0301", "A\u030angstro\u0308m", "e\u0302\u0323", "\u1100\u1161\u11a8",
+         "\u212b", "n\u0303o", "q\u0307\u0323", "poste\u0301"]
 
 
 def corpus(fortunes):
@@ -45,14 +55,26 @@ def corpus(fortunes):
     return text
 
 
+TRAINED = ["gpt2", "llama3", "qwen2", "digits", "nfc"]
+# nfc's trained tokenizer with another normalizer: every form, and a Sequence, without training
+# again.
+RENORMALIZED = {
+    "nfd": lambda: normalizers.NFD(),
+    "nfkd": lambda: normalizers.NFKD(),
+    "nfkc_sequence": lambda: normalizers.Sequence([normalizers.NFD(), normalizers.NFKC()]),
+}
+
+
 def build(style):
     bpe = models.BPE(ignore_merges=(style == "llama3"))
     tok = Tokenizer(bpe)
+    if style == "nfc":
+        tok.normalizer = normalizers.NFC()
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=(style == "gpt2"))
     if style == "llama3":
         tok.pre_tokenizer = pre_tokenizers.Sequence(
             [pre_tokenizers.Split(Regex(LLAMA3), behavior="isolated"), byte_level])
-    elif style == "qwen2":
+    elif style in ("qwen2", "nfc"):
         tok.pre_tokenizer = pre_tokenizers.Sequence(
             [pre_tokenizers.Split(Regex(QWEN2), behavior="isolated"), byte_level])
     elif style == "digits":
@@ -65,28 +87,44 @@ def build(style):
     return tok
 
 
+def save(tok, out, style, docs, sizes):
+    os.makedirs(f"{out}/{style}", exist_ok=True)
+    tok.save(f"{out}/{style}/tokenizer.json")
+    # Documents joined by the end-of-text token, as prepare-text writes them.
+    ids = []
+    eot = tok.token_to_id("<|endoftext|>")
+    for doc in docs:
+        ids.extend(tok.encode(doc, add_special_tokens=False).ids)
+        ids.append(eot)
+    with open(f"{out}/{style}/ids.bin", "wb") as f:
+        array.array("i", ids).tofile(f)
+    sizes[style] = len(ids)
+
+
 def main(out, fortunes):
     text = corpus(fortunes)
     open(f"{out}/corpus.txt", "w", encoding="utf-8", newline="").write(text)
-    sizes = {"corpus_bytes": len(text.encode("utf-8"))}
-    for style in ["gpt2", "llama3", "qwen2", "digits"]:
+    sizes = {"corpus_bytes": len(text.encode("utf-8")),
+             "combining_marks": sum(1 for c in text if unicodedata.combining(c)),
+             "corpus_is_nfc": unicodedata.is_normalized("NFC", text)}
+    docs = text.split("\n\n")
+    for style in TRAINED:
         tok = build(style)
         trainer = trainers.BpeTrainer(vocab_size=3000, special_tokens=["<|endoftext|>"],
                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                       show_progress=False)
-        docs = text.split("\n\n")
         tok.train_from_iterator(docs, trainer=trainer)
-        os.makedirs(f"{out}/{style}", exist_ok=True)
-        tok.save(f"{out}/{style}/tokenizer.json")
-        # Documents joined by the end-of-text token, as prepare-text writes them.
-        ids = []
-        eot = tok.token_to_id("<|endoftext|>")
-        for doc in docs:
-            ids.extend(tok.encode(doc, add_special_tokens=False).ids)
-            ids.append(eot)
-        with open(f"{out}/{style}/ids.bin", "wb") as f:
-            array.array("i", ids).tofile(f)
-        sizes[style] = len(ids)
+        save(tok, out, style, docs, sizes)
+        if style == "nfc":
+            for name, normalizer in RENORMALIZED.items():
+                tok.normalizer = normalizer()
+                save(tok, out, name, docs, sizes)
+            # Added tokens matched in the normalized text (café, either spelling), or in the raw
+            # text only (sté spelled with U+0301, as the corpus has it).
+            tok.normalizer = normalizers.NFC()
+            tok.add_tokens([AddedToken("caf\u00e9", normalized=True),
+                            AddedToken("ste\u0301", normalized=False)])
+            save(tok, out, "nfc_added", docs, sizes)
     print(json.dumps(sizes))
     return 0
 

@@ -26,9 +26,10 @@ TokenStream open_text_files(const std::string& path, const std::string& key);
 int64_t prepare_text(const std::vector<std::string>& inputs, const std::string& output,
                      TokenFormat format, bool overwrite = false);
 
-// The same with a tokenizer (data/tokenizer.h; a tokenizer.json or its folder): each file is a
-// document, encoded and followed by the end-of-text token (tokenizer_config.json's eos_token,
-// else <|endoftext|>, <|end_of_text|> or </s>, if the tokenizer has one). Tokens are uint16
+// The same with a tokenizer (data/tokenizer.h; a tokenizer.json, a SentencePiece .model, or a
+// folder holding one): each file is a document, encoded and followed by the end-of-text token
+// (tokenizer_config.json's eos_token, else the SentencePiece model's eos piece, else
+// <|endoftext|>, <|end_of_text|> or </s>; a tokenizer with none is an error). Tokens are uint16
 // when the vocabulary has at most 65536, else uint32 in llm.c's Llama 3 shards (magic
 // 20240801, version 7; nanogpt cannot hold them and is refused).
 int64_t prepare_text_tokenized(const std::vector<std::string>& inputs, const std::string& output,

@@ -1,10 +1,14 @@
-// Tokenizers from Hugging Face `tokenizer.json` files: byte-level BPE as GPT-2, Llama 3,
-// SmolLM2 and Qwen2.5 use it. Text is cut at the added (special) tokens, split by the
-// pre-tokenizer's regular expressions (PCRE2 with Unicode properties: the same patterns
-// `tokenizers` runs), each piece mapped to GPT-2's byte alphabet and merged by the BPE merge
-// ranks. The ids equal the `tokenizers` package's for the supported configurations
-// (tests/integration/test_tokenizer.cpp); anything else in the file is a frugal::Error
-// naming the file and the field, not an approximation.
+// Tokenizers of real models, two kinds behind one interface:
+// - Hugging Face `tokenizer.json` files: byte-level BPE as GPT-2, Llama 3, SmolLM2 and Qwen2.5
+//   use it. Text is cut at the added (special) tokens, Unicode-normalized when the file says
+//   so (NFC, ...), split by the pre-tokenizer's regular expressions (PCRE2 with Unicode
+//   properties: the same patterns `tokenizers` runs), each piece mapped to GPT-2's byte
+//   alphabet and merged by the BPE merge ranks. The ids equal the `tokenizers` package's for
+//   the supported configurations (tests/integration/test_tokenizer.cpp); anything else in the
+//   file is a frugal::Error naming the file and the field, not an approximation.
+// - SentencePiece `.model` files (Llama 2, Mistral, T5, Gemma): BPE or unigram, run by the
+//   SentencePiece library itself, so the ids are the `sentencepiece` package's
+//   (tests/integration/test_tokenizer.cpp).
 #pragma once
 
 #include <cstdint>
@@ -19,7 +23,8 @@ namespace frugal {
 
 class Tokenizer {
  public:
-  // `path`: a tokenizer.json, or a folder holding one.
+  // `path`: a tokenizer.json, a SentencePiece `*.model` file, or a folder holding either
+  // (tokenizer.json when it holds both). Anything else is a frugal::Error naming the path.
   static std::shared_ptr<Tokenizer> load(const std::filesystem::path& path);
   virtual ~Tokenizer() = default;
 
@@ -28,8 +33,12 @@ class Tokenizer {
   virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
   // One more than the largest id (the shard's token width follows from it).
   virtual int64_t vocab_size() const = 0;
-  // The id of an added token by its content ("<|endoftext|>"), if there is one.
+  // The id of a token by its content: an added token of a tokenizer.json ("<|endoftext|>"),
+  // any piece of a SentencePiece model ("</s>"); nullopt when there is none.
   virtual std::optional<int64_t> token_id(const std::string& content) const = 0;
+  // The end-of-sequence token the tokenizer file itself declares (a SentencePiece model's eos
+  // piece), or nullopt: a tokenizer.json declares none (tokenizer_config.json names it).
+  virtual std::optional<int64_t> end_of_text_id() const { return std::nullopt; }
 };
 
 }  // namespace frugal
