@@ -8,7 +8,7 @@
 
 #include "files.h"
 #include "frugal/util/error.h"
-#include "mapped_file.h"
+#include "io/mapped_file.h"
 
 namespace frugal {
 

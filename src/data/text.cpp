@@ -9,7 +9,7 @@
 #include "files.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
-#include "mapped_file.h"
+#include "io/mapped_file.h"
 
 namespace frugal {
 

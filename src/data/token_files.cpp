@@ -7,7 +7,7 @@
 #include "files.h"
 #include "frugal/data/token_stream.h"
 #include "frugal/util/error.h"
-#include "mapped_file.h"
+#include "io/mapped_file.h"
 
 namespace frugal {
 

@@ -9,7 +9,7 @@
 #include <stdexcept>
 
 #include "frugal/util/error.h"
-#include "mapped_file.h"
+#include "io/mapped_file.h"
 
 namespace frugal {
 

@@ -508,9 +508,12 @@ bool ZeroSharding::load_state_dict(SavedState& saved, torch::nn::Module& model,
       }
     }
   } else {
-    // Another layout: whole tensors by parameter name, cut again for this world.
+    // Another layout: whole tensors by parameter name, cut again for this world. Only this
+    // rank's slice of each tensor is copied: from memory-mapped files (a model folder), only
+    // the pages this rank keeps are read.
     std::vector<std::string> kinds = saved.optimizer_kinds();
     kinds.insert(kinds.begin(), "param");
+    int64_t read = 0, total = 0;  // parameter elements
     for (const std::string& kind : kinds) {
       const auto whole = saved.whole(kind);
       for (size_t k = 0; k < s.flats.size(); ++k) {
@@ -520,16 +523,26 @@ bool ZeroSharding::load_state_dict(SavedState& saved, torch::nn::Module& model,
           if (it != whole.end()) restored[k][kind] = it->second;
           continue;
         }
-        at::Tensor flat = at::zeros({f.padded}, f.shard.options().requires_grad(false));
+        const int64_t first = static_cast<int64_t>(rank) * f.shard_numel;
+        const int64_t last = first + f.shard_numel;
+        at::Tensor slice = at::zeros({f.shard_numel}, f.shard.options().requires_grad(false));
         size_t found = 0;
         for (size_t i = 0; i < f.names.size(); ++i) {
           auto it = whole.find(f.names[i]);
           if (it == whole.end()) continue;
-          if (it->second.numel() != f.params[i].numel()) {
+          const int64_t numel = f.params[i].numel();
+          if (it->second.numel() != numel) {
             throw Error(fmt::format("{}: '{}' has {} elements, the model's {}", saved.what(),
-                                    f.names[i], it->second.numel(), f.params[i].numel()));
+                                    f.names[i], it->second.numel(), numel));
           }
-          flat.narrow(0, f.offsets[i], f.params[i].numel()).copy_(it->second.reshape({-1}));
+          const int64_t begin = std::max(f.offsets[i], first);
+          const int64_t end = std::min(f.offsets[i] + numel, last);
+          if (begin < end) {
+            slice.narrow(0, begin - first, end - begin)
+                .copy_(it->second.reshape({-1}).narrow(0, begin - f.offsets[i], end - begin));
+            if (kind == "param") read += end - begin;
+          }
+          if (kind == "param") total += numel;
           ++found;
         }
         if (found == 0 && kind != "param") continue;  // no optimizer state for these yet
@@ -537,9 +550,12 @@ bool ZeroSharding::load_state_dict(SavedState& saved, torch::nn::Module& model,
           throw Error(fmt::format("{}: it has no {} for some parameters of '{}' (e.g. '{}')",
                                   saved.what(), kind, f.name, f.names.front()));
         }
-        restored[k][kind] = flat.narrow(0, static_cast<int64_t>(rank) * f.shard_numel, f.shard_numel);
+        restored[k][kind] = slice;
       }
     }
+    log::info(fmt::format("zero{}: shards cut from {}'s whole tensors: {} of {} parameter elements "
+                          "read by this rank",
+                          stage_, saved.what(), read, total));
   }
   for (size_t k = 0; k < s.flats.size(); ++k) {
     FlatParam& f = s.flats[k];

@@ -53,15 +53,20 @@ io::NamedTensors read_weights(const fs::path& dir) {
   }
   io::NamedTensors out;
   for (const fs::path& f : files) {
-    for (auto& [name, t] : io::read_safetensors(f)) out.emplace_back(frugal_name(name), std::move(t));
+    for (auto& [name, t] : io::map_safetensors(f)) out.emplace_back(frugal_name(name), std::move(t));
   }
   return out;
 }
 
-void load_weights(torch::nn::Module& model, const fs::path& dir) {
+namespace {
+
+// The folder's tensors the model has, checked against it: every parameter there with its
+// shape, nothing else (a tied model's saved output projection that equals the embedding is
+// dropped).
+io::NamedTensors checked_weights(torch::nn::Module& model, const fs::path& dir) {
   std::map<std::string, at::Tensor> given;
   for (auto& [name, t] : read_weights(dir)) given[name] = std::move(t);
-  torch::NoGradGuard no_grad;
+  io::NamedTensors out;
   std::set<std::string> params;
   for (auto& p : model.named_parameters(/*recurse=*/true)) {
     params.insert(p.key());
@@ -74,7 +79,7 @@ void load_weights(torch::nn::Module& model, const fs::path& dir) {
                               p.key(), fmt::join(it->second.sizes(), "x"),
                               fmt::join(p.value().sizes(), "x")));
     }
-    p.value().copy_(it->second);
+    out.emplace_back(p.key(), it->second);
   }
   for (const auto& [name, t] : given) {
     if (params.count(name)) continue;
@@ -88,6 +93,43 @@ void load_weights(torch::nn::Module& model, const fs::path& dir) {
                                                        "lm_head differs from the embedding)"
                                                      : ""));
   }
+  return out;
+}
+
+// A folder's weights read by parameter name, as a checkpoint of whole tensors without
+// optimizer state would be.
+class FolderState final : public SavedState {
+ public:
+  FolderState(io::NamedTensors weights, std::string what)
+      : weights_(std::move(weights)), what_(std::move(what)) {}
+  std::string what() const override { return what_; }
+  bool has_shards() const override { return false; }
+  const io::NamedTensors& model() override { return weights_; }
+  std::map<std::string, at::Tensor> whole(const std::string& kind) override {
+    if (kind != "param") return {};
+    return {weights_.begin(), weights_.end()};
+  }
+  std::vector<std::string> optimizer_kinds() override { return {}; }
+  const io::NamedTensors* own_shard(const std::string&) override { return nullptr; }
+  const io::NamedTensors& state() override { return state_; }
+
+ private:
+  io::NamedTensors weights_;
+  io::NamedTensors state_;  // no loss scaler state
+  std::string what_;
+};
+
+}  // namespace
+
+void load_weights(torch::nn::Module& model, const fs::path& dir) {
+  torch::NoGradGuard no_grad;
+  const io::NamedTensors weights = checked_weights(model, dir);
+  auto params = model.named_parameters(/*recurse=*/true);
+  for (const auto& [name, t] : weights) params[name].copy_(t);
+}
+
+std::unique_ptr<SavedState> weights_state(torch::nn::Module& model, const fs::path& dir) {
+  return std::make_unique<FolderState>(checked_weights(model, dir), dir.string());
 }
 
 io::NamedTensors to_transformers(const ModelConfig& model, const io::NamedTensors& tensors) {

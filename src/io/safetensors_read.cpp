@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fd.h"
+#include "io/mapped_file.h"
 #include "frugal/io/safetensors.h"
 #include "frugal/util/error.h"
 #include "safetensors_dtype.h"
@@ -61,6 +62,16 @@ class SafetensorsFile {
     at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(e.dtype));
     read_at(data_start_ + e.begin, t.mutable_data_ptr(), e.end - e.begin);
     return t;
+  }
+
+  // A view of the mapped bytes, keeping the map alive; a copy when misaligned.
+  at::Tensor view(const Entry& e, const std::shared_ptr<const frugal::detail::MappedFile>& map) {
+    const uint8_t* p = map->data() + data_start_ + e.begin;
+    if (map->data() == nullptr || reinterpret_cast<uintptr_t>(p) % c10::elementSize(e.dtype) != 0) {
+      return load(e);
+    }
+    return at::from_blob(const_cast<uint8_t*>(p), e.shape, [map](void*) {},
+                         at::TensorOptions().dtype(e.dtype));
   }
 
  private:
@@ -180,6 +191,15 @@ NamedTensors read_safetensors(const std::filesystem::path& path) {
   NamedTensors out;
   out.reserve(file.entries().size());
   for (const Entry& e : file.entries()) out.emplace_back(e.name, file.load(e));
+  return out;
+}
+
+NamedTensors map_safetensors(const std::filesystem::path& path) {
+  SafetensorsFile file(path);  // validates the header before anything is mapped
+  const auto map = frugal::detail::MappedFile::open(path.string(), "safetensors");
+  NamedTensors out;
+  out.reserve(file.entries().size());
+  for (const Entry& e : file.entries()) out.emplace_back(e.name, file.view(e, map));
   return out;
 }
 

@@ -68,7 +68,11 @@ struct Trainer::Impl {
     at::manual_seed(cfg.run.seed);
     device = resolve_device(cfg.run.device, job.local_rank);
     model = make_model(cfg.model);
-    if (!cfg.model.init_from.empty()) {
+    // zero3 keeps a shard of each parameter per rank: its ranks take their slices of the
+    // weights after setup, each reading only what it keeps; the others load whole tensors.
+    const bool weights_after_setup =
+        !cfg.model.init_from.empty() && cfg.strategy.sharding.mode == "zero3";
+    if (!cfg.model.init_from.empty() && !weights_after_setup) {
       hf::load_weights(*model, cfg.model.init_from);
       log::info(fmt::format("weights from {}", cfg.model.init_from));
     }
@@ -77,6 +81,10 @@ struct Trainer::Impl {
     auto schedule = std::make_shared<LrSchedule>(cfg.schedule, cfg.optim.lr, cfg.train.max_steps);
     engine = std::make_unique<Engine>(EngineOptions{cfg.strategy, cfg.optim.clip_grad_norm}, comm);
     engine->setup(model, optimizer, schedule);
+    if (weights_after_setup) {
+      engine->load_state_dict(*hf::weights_state(*model, cfg.model.init_from));
+      log::info(fmt::format("weights from {} (this rank's shards)", cfg.model.init_from));
+    }
     int64_t n_params = 0;
     for (const auto& p : model->parameters()) n_params += p.numel();
     log::info(fmt::format("model {}: {:.3f}M parameters on {}", cfg.model.type, n_params / 1e6,

@@ -7,14 +7,17 @@
 #include <torch/nn/module.h>
 
 #include <filesystem>
+#include <memory>
 
 #include "frugal/config/hf_config.h"
 #include "frugal/io/named_tensors.h"
+#include "frugal/strategy/state_dict.h"
 
 namespace frugal::hf {
 
 // The weights by frugal's names ("model." stripped), from model.safetensors or every shard the
-// index lists. A folder without either is a frugal::Error naming it.
+// index lists, as read-only views of memory maps (io::map_safetensors: nothing is read until
+// used). A folder without either is a frugal::Error naming it.
 io::NamedTensors read_weights(const std::filesystem::path& dir);
 
 // Copies the folder's weights into `model`: every parameter must be there with its shape
@@ -22,6 +25,12 @@ io::NamedTensors read_weights(const std::filesystem::path& dir);
 // equals the embedding. A missing or mis-shaped tensor, or one the model does not have, is a
 // frugal::Error naming the folder and the tensor.
 void load_weights(torch::nn::Module& model, const std::filesystem::path& dir);
+
+// The same weights, checked the same way, as a saved training state of whole tensors without
+// optimizer state, for Engine::load_state_dict after setup: a sharding that keeps parameter
+// shards (zero3) copies each rank's slice of every tensor out of the memory maps, so each rank
+// reads only what it keeps.
+std::unique_ptr<SavedState> weights_state(torch::nn::Module& model, const std::filesystem::path& dir);
 
 // transformers' names and layouts for a model's tensors (frugal names in): llama adds
 // "model." (lm_head.weight stays); gpt maps to GPT2LMHeadModel's ("transformer.h.0.attn.c_attn",

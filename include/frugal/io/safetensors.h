@@ -24,6 +24,13 @@ void write_safetensors(const std::filesystem::path& path, const NamedTensors& na
 // the shape) throws frugal::Error naming the file.
 NamedTensors read_safetensors(const std::filesystem::path& path);
 
+// The same tensors, validated the same way, as read-only views of a memory map of the file:
+// nothing is read until used, and then only the pages used (a rank copying its shard of each
+// tensor reads its shard). The map lives as long as the last tensor. Never write to them (the
+// pages are read-only: a write is a crash); copy first. A tensor whose offset does not suit
+// its dtype's alignment is read into memory instead.
+NamedTensors map_safetensors(const std::filesystem::path& path);
+
 // The "__metadata__" entries (empty when there are none), with the same validation.
 std::map<std::string, std::string> read_safetensors_metadata(const std::filesystem::path& path);
 

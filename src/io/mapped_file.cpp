@@ -1,4 +1,4 @@
-#include "mapped_file.h"
+#include "io/mapped_file.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-// A read-only memory map of a whole file (private to src/data). Token shards can be far larger
+// A read-only memory map of a whole file (private to src/). Token shards can be far larger
 // than memory; mapping lets the page cache hold what is in use and lets every loader thread
 // read the same bytes without locks or copies. The map lives as long as the last shared_ptr.
 #pragma once
