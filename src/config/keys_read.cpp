@@ -19,12 +19,12 @@ bool model_key_read(std::string_view type, std::string_view key) {
   if (key == "type") return true;
   if (type == "gpt") {
     return listed({"size", "vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout",
-                   "bias", "kernels"},
+                   "bias", "kernels", "loss_chunk_tokens"},
                   key);
   }
   if (type == "llama") {
     return listed({"size", "vocab_size", "block_size", "n_layer", "n_head", "n_embd", "kernels",
-                   "init_from", "n_kv_head", "intermediate_size", "rope_theta", "rope_scaling", "rope_factor",
+                   "loss_chunk_tokens", "init_from", "n_kv_head", "intermediate_size", "rope_theta", "rope_scaling", "rope_factor",
                    "rope_low_freq_factor", "rope_high_freq_factor",
                    "rope_original_max_position", "rms_norm_eps", "tie_embeddings", "qkv_bias"},
                   key);

@@ -40,6 +40,7 @@ void for_each_field(C& c, Visit&& visit) {
   visit("model", "dropout", c.model.dropout);
   visit("model", "bias", c.model.bias);
   visit("model", "kernels", c.model.kernels);
+  visit("model", "loss_chunk_tokens", c.model.loss_chunk_tokens);
   visit("model", "init_from", c.model.init_from);
   visit("model", "n_kv_head", c.model.n_kv_head);
   visit("model", "intermediate_size", c.model.intermediate_size);

@@ -96,6 +96,7 @@ void check_model(const Checker& c, const ModelConfig& m, const DataConfig& data)
                 "model.type");
     }
   }
+  c.at_least<int64_t>(m.loss_chunk_tokens, 0, "model.loss_chunk_tokens");
   c.unit_interval(m.dropout, "model.dropout");
   // Only the sizes of the chosen model type matter; the others keep their defaults unused.
   if (m.type == "gpt" || m.type == "llama") {

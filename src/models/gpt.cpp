@@ -8,7 +8,9 @@
 
 #include <cmath>
 
+#include "frugal/data/batch.h"
 #include "frugal/models/causal_attention.h"
+#include "frugal/models/chunked_loss.h"
 #include "frugal/models/generate.h"
 #include "frugal/util/error.h"
 
@@ -24,6 +26,7 @@ GptOptions GptOptions::from(const ModelConfig& c) {
   o.dropout = c.dropout;
   o.bias = c.bias;
   o.kernels = parse_kernels(c.kernels, "model.kernels");
+  o.loss_chunk_tokens = c.loss_chunk_tokens;
   if (o.n_embd % o.n_head != 0) {
     throw Error("model: n_embd (" + std::to_string(o.n_embd) + ") must be divisible by n_head (" +
                 std::to_string(o.n_head) + ")");
@@ -118,6 +121,22 @@ void Gpt::init_weights() {
 }
 
 at::Tensor Gpt::forward(const at::Tensor& idx) {
+  // Output projection tied to the token embedding: no separate lm_head parameter.
+  return at::linear(hidden_states(idx), tok_emb->weight);  // (B, T, vocab)
+}
+
+at::Tensor Gpt::batch_loss_sum(const Batch& batch) {
+  // (A batch with a mask or positions goes the default way, which refuses it.)
+  if (options_.loss_chunk_tokens <= 0 || batch.attention_mask.defined() ||
+      batch.position_ids.defined()) {
+    return Model::batch_loss_sum(batch);
+  }
+  const at::Tensor h = hidden_states(batch.x);
+  return chunked_linear_cross_entropy(h.reshape({-1, h.size(-1)}), tok_emb->weight,
+                                      batch.y.reshape({-1}), options_.loss_chunk_tokens);
+}
+
+at::Tensor Gpt::hidden_states(const at::Tensor& idx) {
   const int64_t T = idx.size(1);
   if (T > options_.block_size) {
     throw Error("model: sequence length " + std::to_string(T) + " exceeds block_size " +
@@ -126,9 +145,7 @@ at::Tensor Gpt::forward(const at::Tensor& idx) {
   at::Tensor pos = at::arange(T, idx.options().dtype(at::kLong));  // (T)
   at::Tensor x = drop->forward(tok_emb->forward(idx) + pos_emb->forward(pos));  // (B, T, C)
   for (const auto& block : *blocks) x = block->as<GptBlock>()->forward(x);
-  x = ln_f->forward(x);
-  // Output projection tied to the token embedding: no separate lm_head parameter.
-  return at::linear(x, tok_emb->weight);  // (B, T, vocab)
+  return ln_f->forward(x);
 }
 
 at::Tensor Gpt::generate(at::Tensor idx, int64_t new_tokens, double temperature, int64_t top_k,

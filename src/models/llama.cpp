@@ -6,6 +6,7 @@
 
 #include "frugal/data/batch.h"
 #include "frugal/models/causal_attention.h"
+#include "frugal/models/chunked_loss.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
@@ -25,6 +26,7 @@ LlamaOptions LlamaOptions::from(const ModelConfig& c) {
   o.tie_embeddings = c.tie_embeddings;
   o.qkv_bias = c.qkv_bias;
   o.kernels = parse_kernels(c.kernels, "model.kernels");
+  o.loss_chunk_tokens = c.loss_chunk_tokens;
   if (o.n_head < 1 || o.hidden % o.n_head != 0 || o.n_head % o.n_kv_head != 0) {
     throw Error("model: n_embd must be a multiple of n_head, and n_head of n_kv_head (got " +
                 std::to_string(o.hidden) + ", " + std::to_string(o.n_head) + ", " +
@@ -197,6 +199,20 @@ at::Tensor Llama::forward_batch(const Batch& batch) {
 
 at::Tensor Llama::forward(const at::Tensor& idx, const at::Tensor& position_ids,
                           const at::Tensor& attention_mask) {
+  const at::Tensor x = hidden_states(idx, position_ids, attention_mask);
+  return lm_head ? linear(lm_head, x) : at::linear(x, embed_tokens->weight);  // (B, T, vocab)
+}
+
+at::Tensor Llama::batch_loss_sum(const Batch& batch) {
+  if (options_.loss_chunk_tokens <= 0) return Model::batch_loss_sum(batch);
+  const at::Tensor h = hidden_states(batch.x, batch.position_ids, batch.attention_mask);
+  return chunked_linear_cross_entropy(h.reshape({-1, h.size(-1)}),
+                                      lm_head ? lm_head->weight : embed_tokens->weight,
+                                      batch.y.reshape({-1}), options_.loss_chunk_tokens);
+}
+
+at::Tensor Llama::hidden_states(const at::Tensor& idx, const at::Tensor& position_ids,
+                                const at::Tensor& attention_mask) {
   const int64_t T = idx.size(1);
   if (T > options_.max_position) {
     throw Error("model: sequence length " + std::to_string(T) + " exceeds block_size " +
@@ -208,8 +224,7 @@ at::Tensor Llama::forward(const at::Tensor& idx, const at::Tensor& position_ids,
                                 : UnitExtras{};
   at::Tensor x = embed_tokens->forward(idx);  // (B, T, hidden)
   for (const auto& block : *layers) x = block->as<LlamaBlock>()->forward(x, extras);
-  x = norm->forward(x);
-  return lm_head ? linear(lm_head, x) : at::linear(x, embed_tokens->weight);  // (B, T, vocab)
+  return norm->forward(x);
 }
 
 }  // namespace frugal

@@ -31,6 +31,10 @@ at::Tensor Model::forward_batch(const Batch& batch) {
   return forward(batch.x);
 }
 
+at::Tensor Model::batch_loss_sum(const Batch& batch) {
+  return loss_sum(forward_batch(batch), batch.y);
+}
+
 at::Tensor Model::loss_sum(const at::Tensor& output, const at::Tensor& targets) const {
   return cross_entropy_sum(output, targets);
 }

@@ -29,7 +29,7 @@ double Evaluator::evaluate() {
   int64_t count = 0;
   for (int64_t i = 0; i < batches; ++i) {
     Batch b = loader.next().to(device_, /*non_blocking=*/true);
-    sum += model_.loss_sum(model_.forward_batch(b), b.y).item<double>();
+    sum += model_.batch_loss_sum(b).item<double>();
     count += b.num_targets();
   }
   model_.train();

@@ -119,7 +119,7 @@ struct Trainer::Impl {
     const int64_t state_bytes = memory::snapshot(device).allocated;
     try {
       return engine->step(batch, [this](const Batch& mb) {
-        return model->loss_sum(model->forward_batch(mb), mb.y);
+        return model->batch_loss_sum(mb);
       });
     } catch (const c10::OutOfMemoryError& e) {
       metrics.stop();

@@ -38,6 +38,9 @@ struct ModelConfig {
   // Kernels of attention: auto (frugal's CPU kernel where it applies, else ATen's)
   // | aten | frugal; see frugal/models/kernels.h.
   std::string kernels = "auto";
+  // gpt / llama: compute the output projection and the loss this many tokens at a time, so
+  // the whole logits never exist (models/chunked_loss.h); 0 = off.
+  int64_t loss_chunk_tokens = 0;
   // llama: a Hugging Face model folder to start from (config.json sets the architecture keys
   // above and below; the weights are loaded before training; docs/models.md).
   std::string init_from;

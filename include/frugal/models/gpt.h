@@ -28,6 +28,7 @@ struct GptOptions {
   double dropout = 0.0;
   bool bias = true;
   Kernels kernels = Kernels::Auto;  // attention (frugal/models/kernels.h)
+  int64_t loss_chunk_tokens = 0;    // batch_loss_sum without whole logits (chunked_loss.h)
 
   static GptOptions from(const ModelConfig& cfg);
   // For models built in code: the sizes in one call.
@@ -83,6 +84,9 @@ class Gpt : public Model {
  public:
   explicit Gpt(const GptOptions& o);
   at::Tensor forward(const at::Tensor& idx) override;  // (B, T) int64 -> (B, T, vocab) logits
+  // The final layer norm's output (B, T, C): what the tied output projection reads.
+  at::Tensor hidden_states(const at::Tensor& idx);
+  at::Tensor batch_loss_sum(const Batch& batch) override;
   std::vector<std::string> block_lists() const override { return {"blocks"}; }
 
   // Autoregressive sampling: idx (1, T0) -> (1, T0 + new_tokens). temperature > 0;

@@ -38,6 +38,7 @@ struct LlamaOptions {
   bool qkv_bias = false;
   RopeOptions rope;             // head_dim = hidden / n_head
   Kernels kernels = Kernels::Auto;
+  int64_t loss_chunk_tokens = 0;  // batch_loss_sum without whole logits (chunked_loss.h)
 
   int64_t head_dim() const { return hidden / n_head; }
   // Exact, from the shapes alone (an 8B preset is counted without building it).
@@ -116,6 +117,10 @@ class Llama : public Model {
   at::Tensor forward(const at::Tensor& idx, const at::Tensor& position_ids,
                      const at::Tensor& attention_mask);
   at::Tensor forward_batch(const Batch& batch) override;
+  // The final RMSNorm's output (B, T, hidden): what the output projection reads.
+  at::Tensor hidden_states(const at::Tensor& idx, const at::Tensor& position_ids,
+                           const at::Tensor& attention_mask);
+  at::Tensor batch_loss_sum(const Batch& batch) override;
   std::vector<std::string> block_lists() const override { return {"layers"}; }
   const LlamaOptions& options() const { return options_; }
 

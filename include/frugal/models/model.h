@@ -27,6 +27,10 @@ class Model : public torch::nn::Module {
   // target count of the whole step, so accumulation and sharding never change the loss.
   // Default: cross entropy over the last dimension of `output`.
   virtual at::Tensor loss_sum(const at::Tensor& output, const at::Tensor& targets) const;
+  // The summed loss of a batch: loss_sum(forward_batch(batch), batch.y) by default; the
+  // language models compute it without whole logits when model.loss_chunk_tokens is set
+  // (models/chunked_loss.h). What the trainer and the evaluator call.
+  virtual at::Tensor batch_loss_sum(const Batch& batch);
   // Names of the child module lists whose elements are the model's blocks (units for
   // activation checkpointing and sharding), e.g. {"blocks"}.
   virtual std::vector<std::string> block_lists() const { return {}; }
