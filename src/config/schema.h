@@ -84,6 +84,7 @@ void for_each_field(C& c, Visit&& visit) {
   visit("optim", "momentum", c.optim.momentum);
   visit("optim", "nesterov", c.optim.nesterov);
   visit("optim", "clip_grad_norm", c.optim.clip_grad_norm);
+  visit("optim", "in_backward", c.optim.in_backward);
 
   visit("schedule", "type", c.schedule.type);
   visit("schedule", "warmup_steps", c.schedule.warmup_steps);

@@ -197,6 +197,10 @@ void check_optim(const Checker& c, const OptimConfig& o) {
   c.require(!o.nesterov || o.momentum > 0, "optim.nesterov", "needs optim.momentum > 0",
             "optim.momentum");
   c.non_negative(o.clip_grad_norm, "optim.clip_grad_norm");
+  c.require(!o.in_backward || o.clip_grad_norm == 0, "optim.in_backward",
+            "cannot clip: clipping needs every gradient before the first update (set "
+            "optim.clip_grad_norm: 0)",
+            "optim.clip_grad_norm");
 }
 
 void check_schedule(const Checker& c, const ScheduleConfig& s, const OptimConfig& o) {
@@ -250,6 +254,17 @@ void check_checkpointing(const Checker& c, const CheckpointingConfig& p) {
              key + ".targets");
 }
 
+void check_in_backward(const Checker& c, const OptimConfig& o, const StrategyConfig& s) {
+  if (!o.in_backward) return;
+  c.require(s.precision != "fp16-mixed", "optim.in_backward",
+            "cannot run with fp16-mixed: the loss scaler must see every gradient before the "
+            "first update (use bf16-mixed)",
+            "strategy.precision");
+  c.require(!s.offload.optimizer, "optim.in_backward",
+            "is what offload.optimizer already does on the host (during backward): use one",
+            "strategy.offload.optimizer");
+}
+
 void check_strategy(const Checker& c, const StrategyConfig& s) {
   c.one_of(s.precision, strategy_names("strategy.precision"), "strategy.precision");
   check_grad_scaler(c, s.grad_scaler);
@@ -294,6 +309,7 @@ void validate(const Config& config, const KeyMarks* marks) {
   check_train(c, config.train);
   check_generate(c, config.generate);
   check_strategy(c, config.strategy);
+  check_in_backward(c, config.optim, config.strategy);
   check_memory(c, config.memory);
   check_distributed(c, config.distributed);
 }

@@ -13,6 +13,7 @@
 #include "frugal/strategy/offload.h"
 #include "frugal/optim/optimizer.h"
 #include "frugal/strategy/checkpointing.h"
+#include "frugal/strategy/in_backward_update.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
@@ -78,8 +79,17 @@ void Engine::setup(std::shared_ptr<torch::nn::Module> model,
   for (const auto& group : optimizer_->param_groups()) {
     params_.insert(params_.end(), group.params().begin(), group.params().end());
   }
-  // Then where the update runs (offload.optimizer moves the optimizer to the host).
-  update_ = make_optimizer_update(offload, *optimizer_);
+  // Then where the update runs (offload.optimizer moves the optimizer to the host; in_backward
+  // steps during backward).
+  if (options_.optimizer_in_backward) {
+    if (offload.optimizer || options_.clip_grad_norm > 0.0 || precision_.scaler() != nullptr) {
+      throw Error("optim.in_backward: needs no gradient clipping, no fp16 loss scaling and no "
+                  "offload.optimizer (which overlaps backward itself)");
+    }
+    update_ = std::make_shared<InBackwardUpdate>(!sharding_->owns_gradient_buffers());
+  } else {
+    update_ = make_optimizer_update(offload, *optimizer_);
+  }
 }
 
 void Engine::reload_parameters() { update_->reload_from_device(); }
@@ -190,7 +200,8 @@ StepStats Engine::optimizer_step() {
   const bool pipelined = pending_.pipelined;
 
   // 3. The global gradient norm and clipping.
-  stats.grad_norm = std::sqrt(sharding_->grad_norm_squared(params_).item<double>());
+  stats.grad_norm = std::sqrt(sharding_->grad_norm_squared(params_).item<double>() +
+                              (pipelined ? update_->freed_grad_norm_squared() : 0.0));
   const bool finite = !pending_.found_inf && std::isfinite(stats.grad_norm);
   // Clipping: frugal's fused Adam(W) multiplies the gradients inside its update (one pass
   // over them fewer, which is what the host step of offload is bound by); any other

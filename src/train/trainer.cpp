@@ -79,7 +79,8 @@ struct Trainer::Impl {
     model->to(device);
     auto optimizer = make_optimizer(cfg.optim, *model);
     auto schedule = std::make_shared<LrSchedule>(cfg.schedule, cfg.optim.lr, cfg.train.max_steps);
-    engine = std::make_unique<Engine>(EngineOptions{cfg.strategy, cfg.optim.clip_grad_norm}, comm);
+    engine = std::make_unique<Engine>(
+        EngineOptions{cfg.strategy, cfg.optim.clip_grad_norm, cfg.optim.in_backward}, comm);
     engine->setup(model, optimizer, schedule);
     if (weights_after_setup) {
       engine->load_state_dict(*hf::weights_state(*model, cfg.model.init_from));

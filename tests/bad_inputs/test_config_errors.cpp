@@ -137,6 +137,13 @@ TEST_CASE("config errors: out-of-range and cross-field values", "[config][bad_in
         "c.yaml:1:20: optim.nesterov: needs optim.momentum > 0");
   CHECK(error_for("run: {resume: ''}\n") ==
         "c.yaml:1:7: run.resume: must be never, auto or a checkpoint path");
+  // The optimizer step in backward cannot wait for every gradient.
+  CHECK(error_for("optim: {clip_grad_norm: 1.0, in_backward: true}\n") ==
+        "c.yaml:1:30: optim.in_backward: cannot clip: clipping needs every gradient before the "
+        "first update (set optim.clip_grad_norm: 0)");
+  CHECK(error_for("optim: {in_backward: true}\nstrategy: {precision: fp16-mixed}\n") ==
+        "c.yaml:1:9: optim.in_backward: cannot run with fp16-mixed: the loss scaler must see "
+        "every gradient before the first update (use bf16-mixed)");
   // Document packing needs position ids, which the GPT does not take.
   CHECK(error_for("data: {type: tokens, path: t.bin, eot_token: 3}\n") ==
         "c.yaml:1:35: data.eot_token: needs model.type llama (got gpt)");

@@ -98,6 +98,9 @@ struct OptimConfig {
   double momentum = 0.0;  // sgd
   bool nesterov = false;  // sgd
   double clip_grad_norm = 0.0;  // 0 = off
+  // Step each parameter, and free its gradient, as soon as the gradient is final
+  // (strategy/in_backward_update.h): no clipping, no fp16-mixed, no offload.optimizer.
+  bool in_backward = false;
 };
 
 struct ScheduleConfig {

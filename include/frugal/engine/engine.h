@@ -58,6 +58,9 @@ struct StepStats {
 struct EngineOptions {
   StrategyConfig strategy;
   double clip_grad_norm = 0.0;  // 0 = no clipping
+  // optim.in_backward: each parameter stepped, and its gradient freed, as soon as the gradient
+  // is final (strategy/in_backward_update.h); needs no clipping and no fp16 loss scaling.
+  bool optimizer_in_backward = false;
 };
 
 class Engine {
@@ -123,6 +126,8 @@ class Engine {
   at::Tensor optimizer_param(const at::Tensor& p) const;
   // strategy.offload.optimizer's step object, for its figures (null when not offloading).
   const OptimizerOffload* offload() const;
+  // The step object in use (the plain update, offload's, or optim.in_backward's), after setup.
+  const OptimizerUpdate* update() const { return update_.get(); }
 
  private:
   StepStats run_backward(const Batch& batch, const LossFn& loss_sum_fn, bool allow_pipeline);

@@ -41,6 +41,9 @@ class OptimizerUpdate {
   virtual void reload_from_device() {}
   // The tensor the optimizer steps, and keeps its state under, for `p` (p itself here).
   virtual at::Tensor master_of(const at::Tensor& p) const { return p; }
+  // The squared norm of gradients this object freed during the last backward, which the
+  // engine can no longer measure (InBackwardUpdate); 0 here.
+  virtual double freed_grad_norm_squared() const { return 0.0; }
 };
 
 // The update strategy.offload asks for: OptimizerOffload for offload.optimizer (unless
