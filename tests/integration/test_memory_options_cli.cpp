@@ -1,0 +1,68 @@
+// The memory options past PyTorch's floor, driven from YAML through `frugal train`: with
+// optim.in_backward the losses and the final weights equal the plain run's exactly; with
+// model.loss_chunk_tokens the losses stay within 1e-5 of it.
+#include <ATen/ATen.h>
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "frugal/io/safetensors.h"
+#include "support/helpers.h"
+
+using namespace frugal;
+
+namespace {
+
+std::vector<double> losses_of(const std::filesystem::path& metrics) {
+  std::vector<double> out;
+  std::istringstream lines(test::read_text(metrics));
+  for (std::string line; std::getline(lines, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("loss") && j.contains("step")) out.push_back(j.at("loss").get<double>());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("optim.in_backward and model.loss_chunk_tokens from YAML train as the plain run",
+          "[integration][cli][memory_options]") {
+  test::TempDir dir("frugal-memory-options");
+  const auto cfg = dir / "gpt.yaml";
+  test::write_text(cfg, "run: {dir: '" + dir.path().string() + "', seed: 5}\n"
+                        "model: {type: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32, "
+                        "vocab_size: 256, dropout: 0.0}\n"
+                        "data: {type: synthetic, micro_batch_size: 4, synthetic_samples: 128, "
+                        "num_workers: 0}\n"
+                        "optim: {type: adamw, lr: 0.003, weight_decay: 0.1}\n"
+                        "train: {max_steps: 6, log_every: 1, eval_batches: 0, progress: none, "
+                        "checkpoint_every: 0}\n"
+                        "generate: {tokens: 0}\n");
+  auto train = [&](const std::string& name, const std::string& sets) {
+    auto r = test::run_command(test::frugal_binary() + " train " + test::quote(cfg.string()) +
+                               " --set run.name=" + name + sets, 120);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    auto e = test::run_command(test::frugal_binary() + " export " +
+                               test::quote((dir / name).string()) + " --format safetensors -o " +
+                               test::quote((dir / (name + ".safetensors")).string()));
+    REQUIRE(e.exit_code == 0);
+    return losses_of(dir / name / "metrics.jsonl");
+  };
+  const auto plain = train("plain", "");
+  const auto early = train("early", " --set optim.in_backward=true");
+  const auto chunked = train("chunked", " --set model.loss_chunk_tokens=20");
+  REQUIRE(plain.size() == 6);
+  CHECK(early == plain);
+  const auto a = io::read_safetensors(dir / "plain.safetensors");
+  const auto b = io::read_safetensors(dir / "early.safetensors");
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO(a[i].first);
+    CHECK(a[i].first == b[i].first);
+    CHECK(at::equal(a[i].second, b[i].second));
+  }
+  REQUIRE(chunked.size() == 6);
+  for (size_t i = 0; i < plain.size(); ++i) CHECK(std::abs(chunked[i] - plain[i]) < 1e-5);
+}
