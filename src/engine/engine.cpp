@@ -1,6 +1,7 @@
 #include "frugal/engine/engine.h"
 
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 #include <torch/autograd.h>
 
 #include <chrono>
@@ -15,6 +16,7 @@
 #include "frugal/strategy/checkpointing.h"
 #include "frugal/strategy/in_backward_update.h"
 #include "frugal/util/error.h"
+#include "frugal/util/log.h"
 
 namespace frugal {
 
@@ -39,7 +41,9 @@ std::vector<Batch> split_batch(const Batch& batch, int64_t k) {
 Engine::Engine(EngineOptions options, std::shared_ptr<dist::Communicator> comm)
     : options_(std::move(options)),
       comm_(std::move(comm)),
-      precision_(options_.strategy.precision, options_.strategy.grad_scaler) {
+      // "auto" waits for the device (setup); fp32 until then.
+      precision_(options_.strategy.precision == "auto" ? "fp32" : options_.strategy.precision,
+                 options_.strategy.grad_scaler) {
   if (options_.strategy.accumulation < 1) {
     throw Error("strategy.accumulation: must be >= 1");
   }
@@ -54,6 +58,12 @@ void Engine::setup(std::shared_ptr<torch::nn::Module> model,
   for (const auto& p : model_->parameters()) {
     device_ = p.device();
     break;
+  }
+  if (options_.strategy.precision == "auto") {
+    options_.strategy.precision = auto_precision(device_);
+    precision_ = Precision(options_.strategy.precision, options_.strategy.grad_scaler);
+    log::info(fmt::format("strategy.precision auto: {} on {}", options_.strategy.precision,
+                          device_.str()));
   }
 
   // Model transforms, in a fixed order (docs/architecture.md): checkpointing first (innermost).

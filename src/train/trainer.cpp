@@ -67,6 +67,11 @@ struct Trainer::Impl {
   void build() {
     at::manual_seed(cfg.run.seed);
     device = resolve_device(cfg.run.device, job.local_rank);
+    if (cfg.strategy.precision == "auto") {
+      // Decided here, so that config.resolved.yaml and the checkpoints record the choice.
+      cfg.strategy.precision = auto_precision(device);
+      log::info(fmt::format("strategy.precision auto: {} on {}", cfg.strategy.precision, device.str()));
+    }
     model = make_model(cfg.model);
     // zero3 keeps a shard of each parameter per rank: its ranks take their slices of the
     // weights after setup, each reading only what it keeps; the others load whole tensors.

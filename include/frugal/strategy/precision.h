@@ -39,6 +39,12 @@ void register_precision(const std::string& name, const PrecisionSpec& spec);
 // listing the known ones.
 PrecisionSpec precision_spec(const std::string& name);
 
+// What strategy.precision: auto means on `device`: bf16-mixed on GPUs of compute capability
+// >= 8.0 and on CPUs with bf16 instructions (AVX512-BF16 or AMX), fp16-mixed (with its
+// GradScaler) on older GPUs, fp32 otherwise. The trainer logs the choice and writes it into
+// config.resolved.yaml; the Engine resolves it at setup() for C++ callers.
+std::string auto_precision(const c10::Device& device);
+
 class Precision {
  public:
   explicit Precision(const std::string& name, const GradScalerConfig& scaler = {});

@@ -1,0 +1,25 @@
+// strategy.precision: auto, decided by what the device computes fast (kept apart: it is the
+// one file of the precisions that asks CUDA about the device).
+#include <ATen/Context.h>
+#include <ATen/cuda/CUDAContext.h>
+
+#include "frugal/strategy/precision.h"
+
+namespace frugal {
+
+std::string auto_precision(const c10::Device& device) {
+  if (device.is_cuda()) {
+    // bf16 tensor cores from Ampere (compute capability 8.0) on; before, fp16 with a scaler.
+    const int major = at::cuda::getDeviceProperties(device.index() < 0 ? 0 : device.index())->major;
+    return major >= 8 ? "bf16-mixed" : "fp16-mixed";
+  }
+  if (device.is_cpu()) {
+    // bf16 dot products in hardware (AVX512-BF16, AMX): bf16 matmuls run faster than fp32's.
+    // Without them bf16 is emulated and slower: fp32.
+    return __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16") ? "bf16-mixed"
+                                                                                       : "fp32";
+  }
+  return "fp32";
+}
+
+}  // namespace frugal
