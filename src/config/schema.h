@@ -101,6 +101,7 @@ void for_each_field(C& c, Visit&& visit) {
   visit("train", "keep_last", c.train.keep_last);
   visit("train", "progress", c.train.progress);
   visit("train", "metrics_per_rank", c.train.metrics_per_rank);
+  visit("train", "peak_flops", c.train.peak_flops);
 
   visit("generate", "tokens", c.generate.tokens);
   visit("generate", "temperature", c.generate.temperature);

@@ -136,6 +136,14 @@ at::Tensor Gpt::batch_loss_sum(const Batch& batch) {
                                       batch.y.reshape({-1}), options_.loss_chunk_tokens);
 }
 
+double Gpt::flops_per_token(int64_t seq_len) const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  n -= pos_emb->weight.numel();
+  return 6.0 * static_cast<double>(n) +
+         12.0 * static_cast<double>(options_.n_layer * options_.n_embd * seq_len);
+}
+
 at::Tensor Gpt::hidden_states(const at::Tensor& idx) {
   const int64_t T = idx.size(1);
   if (T > options_.block_size) {

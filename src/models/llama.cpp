@@ -211,6 +211,13 @@ at::Tensor Llama::batch_loss_sum(const Batch& batch) {
                                       batch.y.reshape({-1}), options_.loss_chunk_tokens);
 }
 
+double Llama::flops_per_token(int64_t seq_len) const {
+  int64_t n = options_.parameter_count();
+  if (!options_.tie_embeddings) n -= options_.vocab_size * options_.hidden;
+  return 6.0 * static_cast<double>(n) +
+         12.0 * static_cast<double>(options_.n_layer * options_.n_head * options_.head_dim() * seq_len);
+}
+
 at::Tensor Llama::hidden_states(const at::Tensor& idx, const at::Tensor& position_ids,
                                 const at::Tensor& attention_mask) {
   const int64_t T = idx.size(1);

@@ -70,10 +70,20 @@ void MetricsRecorder::start(int64_t first_step) {
   if (comm_) comm_->reset_traffic();  // setup's broadcasts are not a step's traffic
 }
 
+void MetricsRecorder::set_model_flops(double flops_per_token, int64_t tokens_per_sample) {
+  throughput_.flops_per_token = flops_per_token;
+  throughput_.peak = cfg_.train.peak_flops > 0 ? std::optional<double>(cfg_.train.peak_flops)
+                                               : known_peak_flops(device_);
+  tokens_per_sample_ = tokens_per_sample;
+}
+
 void MetricsRecorder::record(const StepStats& st) {
   const int64_t max_steps = cfg_.train.max_steps;
   const double tok_s = st.seconds > 0 ? st.targets / st.seconds : 0.0;
-  progress_->update({st.step, max_steps, st.loss, st.lr, tok_s});
+  // FLOPs count every position the model computes, targets or not.
+  const double tokens = static_cast<double>(st.samples * tokens_per_sample_);
+  const std::optional<double> mfu = throughput_.mfu(tokens, st.seconds);
+  progress_->update({st.step, max_steps, st.loss, st.lr, tok_s, mfu});
   const bool log_step =
       st.step % std::max<int64_t>(1, cfg_.train.log_every) == 0 || st.step == max_steps;
   const bool monitor_step =
@@ -89,6 +99,11 @@ void MetricsRecorder::record(const StepStats& st) {
                    {"samples_per_s", st.seconds > 0 ? st.samples / st.seconds : 0.0},
                    {"loss_scale", st.loss_scale},
                    {"skipped", st.skipped}});
+    if (throughput_.flops_per_token > 0) {
+      record["model_flops_per_token"] = throughput_.flops_per_token;
+      record["achieved_flops"] = throughput_.achieved(tokens, st.seconds);
+      if (mfu) record["mfu"] = *mfu;
+    }
   }
   // Peaks cover the steps since the previous record.
   const memory::MemorySnapshot mem = memory::snapshot(device_);

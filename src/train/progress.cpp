@@ -39,14 +39,20 @@ void Progress::update(const ProgressFields& f) {
                               : 0.0;
   smoothed_rate_ = smoothed_rate_ == 0.0 ? f.tokens_per_s
                                          : 0.9 * smoothed_rate_ + 0.1 * f.tokens_per_s;
-  const std::string rate = smoothed_rate_ >= 1e4 ? fmt::format("{:.1f}k", smoothed_rate_ / 1e3)
-                                                 : fmt::format("{:.0f}", smoothed_rate_);
+  std::string rate = smoothed_rate_ >= 1e4 ? fmt::format("{:.1f}k", smoothed_rate_ / 1e3)
+                                           : fmt::format("{:.0f}", smoothed_rate_);
+  if (f.mfu) {
+    smoothed_mfu_ = smoothed_mfu_ == 0.0 ? *f.mfu : 0.9 * smoothed_mfu_ + 0.1 * *f.mfu;
+    rate += fmt::format(" tok/s MFU {:.1f}%", 100.0 * smoothed_mfu_);
+  } else {
+    rate += " tok/s";
+  }
   if (bar_) {
     constexpr int kWidth = 24;
     const double frac = max_steps_ > 0 ? static_cast<double>(f.step) / max_steps_ : 1.0;
     const int filled = static_cast<int>(frac * kWidth);
     std::fprintf(stderr, "\r\033[2K%s",
-                 fmt::format("step {}/{} [{}{}] {:3.0f}% loss {:.4f} lr {:.2e} {} tok/s ETA {}",
+                 fmt::format("step {}/{} [{}{}] {:3.0f}% loss {:.4f} lr {:.2e} {} ETA {}",
                              f.step, max_steps_, std::string(filled, '#'),
                              std::string(kWidth - filled, '.'), frac * 100, f.loss, f.lr, rate,
                              format_duration(eta))
@@ -54,7 +60,7 @@ void Progress::update(const ProgressFields& f) {
     std::fflush(stderr);
     drawn_ = true;
   } else if (lines_ && (f.step % log_every_ == 0 || f.step == max_steps_)) {
-    log::info(fmt::format("step {}/{} loss {:.4f} lr {:.2e} {} tok/s elapsed {} ETA {}", f.step,
+    log::info(fmt::format("step {}/{} loss {:.4f} lr {:.2e} {} elapsed {} ETA {}", f.step,
                           max_steps_, f.loss, f.lr, rate, format_duration(elapsed),
                           format_duration(eta)));
   }

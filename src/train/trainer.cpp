@@ -181,6 +181,10 @@ TrainResult Trainer::run() {
   if (s.main) io::write_file_atomic(s.plan.dir / "config.resolved.yaml", to_yaml(cfg));
   MetricsRecorder metrics(cfg, s.plan.dir, s.comm, s.device, result.resumed_from);
 
+  {
+    const int64_t T = resolved_seq_len(cfg.data, cfg.model);
+    metrics.set_model_flops(s.model->flops_per_token(T), T);
+  }
   metrics.start(s.engine->steps_done());
   s.model->train();
   while (s.engine->steps_done() < cfg.train.max_steps) {

@@ -121,6 +121,9 @@ struct TrainConfig {
   int64_t keep_last = 3;
   std::string progress = "auto";  // auto (bar on a terminal, lines otherwise) | bar | lines | none
   bool metrics_per_rank = false;  // multi-process: every rank also writes metrics.rank<N>.jsonl
+  // FLOP/s of one rank's device, for MFU in the progress line and metrics.jsonl; 0 = the
+  // bf16 peak of a known GPU, else no MFU (train/throughput.h).
+  double peak_flops = 0.0;
 };
 
 // Text sampled from a language model at the end of training.

@@ -87,6 +87,8 @@ class Gpt : public Model {
   // The final layer norm's output (B, T, C): what the tied output projection reads.
   at::Tensor hidden_states(const at::Tensor& idx);
   at::Tensor batch_loss_sum(const Batch& batch) override;
+  // 6N + 12 L C T (PaLM's count): N without the position table, which is only looked up.
+  double flops_per_token(int64_t seq_len) const override;
   std::vector<std::string> block_lists() const override { return {"blocks"}; }
 
   // Autoregressive sampling: idx (1, T0) -> (1, T0 + new_tokens). temperature > 0;

@@ -121,6 +121,9 @@ class Llama : public Model {
   at::Tensor hidden_states(const at::Tensor& idx, const at::Tensor& position_ids,
                            const at::Tensor& attention_mask);
   at::Tensor batch_loss_sum(const Batch& batch) override;
+  // 6N + 12 L (n_head x head_dim) T: N without the input embedding when it is only looked up
+  // (untied).
+  double flops_per_token(int64_t seq_len) const override;
   std::vector<std::string> block_lists() const override { return {"layers"}; }
   const LlamaOptions& options() const { return options_; }
 

@@ -31,6 +31,9 @@ class Model : public torch::nn::Module {
   // language models compute it without whole logits when model.loss_chunk_tokens is set
   // (models/chunked_loss.h). What the trainer and the evaluator call.
   virtual at::Tensor batch_loss_sum(const Batch& batch);
+  // Training FLOPs (forward and backward) per token at sequence length `seq_len`, for the
+  // utilisation figures; 0 = unknown (the default).
+  virtual double flops_per_token(int64_t seq_len) const { (void)seq_len; return 0.0; }
   // Names of the child module lists whose elements are the model's blocks (units for
   // activation checkpointing and sharding), e.g. {"blocks"}.
   virtual std::vector<std::string> block_lists() const { return {}; }

@@ -15,6 +15,7 @@
 #include "frugal/engine/engine.h"
 #include "frugal/train/metrics.h"
 #include "frugal/train/progress.h"
+#include "frugal/train/throughput.h"
 
 namespace frugal {
 
@@ -26,6 +27,8 @@ class MetricsRecorder {
                   int64_t resumed_from);
   // Resets the peaks and the traffic counters: what setup did is no step's.
   void start(int64_t first_step);
+  // The model's FLOPs per token and the tokens of one rank's step, for throughput and MFU.
+  void set_model_flops(double flops_per_token, int64_t tokens_per_sample);
   void record(const StepStats& st);
   void record_eval(int64_t step, double val_loss);
   // A line that does not tear the progress bar.
@@ -45,6 +48,8 @@ class MetricsRecorder {
   std::optional<Progress> progress_;
   std::filesystem::path history_file_;
   int64_t run_peak_ = 0;
+  Throughput throughput_;
+  int64_t tokens_per_sample_ = 0;
   int64_t last_record_step_ = 0;
   bool stopped_ = false;
 };

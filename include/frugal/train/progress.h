@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace frugal {
@@ -14,6 +15,7 @@ struct ProgressFields {
   double loss = 0.0;
   double lr = 0.0;
   double tokens_per_s = 0.0;
+  std::optional<double> mfu;  // shown when known
 };
 
 class Progress {
@@ -35,6 +37,7 @@ class Progress {
   int64_t max_steps_;
   int64_t log_every_;
   double smoothed_rate_ = 0.0;  // tokens/s, exponentially averaged so the bar does not flicker
+  double smoothed_mfu_ = 0.0;   // the same for the model FLOPs utilisation
   std::chrono::steady_clock::time_point start_;
 };
 
