@@ -172,7 +172,7 @@ TEST_CASE("config errors: names outside their closed sets", "[config][bad_input]
         "gloo)");
   CHECK(error_for("strategy: {precision: fp33}\n") ==
         "c.yaml:1:12: strategy.precision: unknown value 'fp33' (expected one of: fp32, "
-        "bf16-mixed, fp16-mixed) (did you mean 'fp32'?)");
+        "bf16-mixed, fp16-mixed, auto) (did you mean 'fp32'?)");
   CHECK(error_for("model:\n  size: gpt2-125m\n") ==
         "c.yaml:2:3: model.size: unknown preset 'gpt2-125m' (did you mean 'gpt2-124m'?) (known: "
         "gpt-tiny, gpt-mini, gpt-small, gpt2-124m, gpt2-350m, smollm2-135m, smollm2-360m, "

@@ -142,10 +142,10 @@ TEST_CASE("config nested errors: out-of-range values", "[config][bad_input]") {
 TEST_CASE("config nested errors: names outside their closed sets", "[config][bad_input]") {
   CHECK(error_for("strategy: {precision: fp33}\n") ==
         "c.yaml:1:12: strategy.precision: unknown value 'fp33' (expected one of: fp32, "
-        "bf16-mixed, fp16-mixed) (did you mean 'fp32'?)");
+        "bf16-mixed, fp16-mixed, auto) (did you mean 'fp32'?)");
   CHECK(error_for("strategy:\n  precision: bf16\n") ==
         "c.yaml:2:3: strategy.precision: unknown value 'bf16' (expected one of: fp32, "
-        "bf16-mixed, fp16-mixed) (did you mean 'bf16-mixed'?)");
+        "bf16-mixed, fp16-mixed, auto) (did you mean 'bf16-mixed'?)");
   CHECK(error_for("strategy:\n  checkpointing:\n    policy: selectiv\n") ==
         "c.yaml:3:5: strategy.checkpointing.policy: unknown value 'selectiv' (expected one of: "
         "none, full, every_k, selective) (did you mean 'selective'?)");

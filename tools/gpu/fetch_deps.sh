@@ -11,8 +11,11 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 dest="$root/third_party_gpu"
+# (pcre2, sentencepiece, utf8proc: the tokenizers; their .pc files are found through
+# CMAKE_PREFIX_PATH, which build_from_source.sh points at the unpacked prefix)
 debs=(libcli11-dev nlohmann-json3-dev catch2 libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
-      libyaml-cpp-dev libyaml-cpp0.7 libgloo-dev)
+      libyaml-cpp-dev libyaml-cpp0.7 libgloo-dev
+      libpcre2-dev libpcre2-8-0 libsentencepiece-dev libsentencepiece0 libutf8proc-dev libutf8proc2)
 mkdir -p "$dest/debs" "$dest/src"
 cd "$dest/debs"
 for p in "${debs[@]}"; do
