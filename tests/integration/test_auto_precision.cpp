@@ -12,6 +12,7 @@
 #include "frugal/models/registry.h"
 #include "frugal/optim/optimizer.h"
 #include "support/helpers.h"
+#include "support/model_configs.h"
 
 using namespace frugal;
 
@@ -25,16 +26,8 @@ std::string expected_cpu_precision() {
 }
 
 std::vector<double> engine_losses(const std::string& precision) {
-  ModelConfig mc;
-  mc.type = "gpt";
-  mc.n_layer = 1;
-  mc.n_head = 2;
-  mc.n_embd = 32;
-  mc.block_size = 8;
-  mc.vocab_size = 64;
-  mc.dropout = 0.0;
   at::manual_seed(2);
-  auto model = make_model(mc);
+  auto model = make_model(test::transformer_config("gpt", 1, 2, 32, 8, 64));
   StrategyConfig sc;
   sc.precision = precision;
   Engine engine(EngineOptions{sc, 0.0});

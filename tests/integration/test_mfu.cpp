@@ -10,17 +10,13 @@
 
 #include "frugal/models/registry.h"
 #include "support/helpers.h"
+#include "support/model_configs.h"
 
 using namespace frugal;
 
 TEST_CASE("FLOPs per token: 6N + 12 L C T for the GPT and the Llama", "[integration][mfu]") {
-  ModelConfig gpt;
-  gpt.type = "gpt";
-  gpt.n_layer = 3;
-  gpt.n_head = 2;
-  gpt.n_embd = 32;
-  gpt.block_size = 64;
-  gpt.vocab_size = 100;
+  ModelConfig gpt = test::transformer_config("gpt", 3, 2, 32, 64, 100);
+  gpt.bias = true;
   auto g = make_model(gpt);
   // Per block: 4C (two norms) + 3C^2 + 3C (qkv) + C^2 + C (proj) + 4C^2 + 4C (fc) + 4C^2 + C
   // (out); then the final norm 2C and the token table V C (the tied output).
@@ -28,15 +24,9 @@ TEST_CASE("FLOPs per token: 6N + 12 L C T for the GPT and the Llama", "[integrat
   const int64_t n_gpt = 3 * (12 * C * C + 13 * C) + 2 * C + V * C;
   CHECK(g->flops_per_token(64) == 6.0 * n_gpt + 12.0 * 3 * C * 64);
 
-  ModelConfig llama;
-  llama.type = "llama";
-  llama.n_layer = 2;
-  llama.n_head = 4;
+  ModelConfig llama = test::transformer_config("llama", 2, 4, 32, 64, 100);
   llama.n_kv_head = 2;
-  llama.n_embd = 32;
   llama.intermediate_size = 48;
-  llama.block_size = 64;
-  llama.vocab_size = 100;
   llama.tie_embeddings = false;
   auto l = make_model(llama);
   // Per block: q, o (C x C), k, v (C x C/2), gate, up, down (C x 48), two norms; final norm;

@@ -14,6 +14,7 @@
 #include "frugal/models/chunked_loss.h"
 #include "frugal/models/registry.h"
 #include "frugal/strategy/autocast.h"
+#include "support/model_configs.h"
 
 using namespace frugal;
 
@@ -59,14 +60,7 @@ TEST_CASE("model.loss_chunk_tokens: the GPT and the Llama give the same loss and
           "[unit][models][chunked_loss]") {
   for (const std::string type : {"gpt", "llama"}) {
     INFO(type);
-    ModelConfig mc;
-    mc.type = type;
-    mc.n_layer = 2;
-    mc.n_head = 2;
-    mc.n_embd = 32;
-    mc.block_size = 16;
-    mc.vocab_size = 80;
-    mc.dropout = 0.0;
+    ModelConfig mc = test::transformer_config(type, 2, 2, 32, 16, 80);
     mc.tie_embeddings = type == "gpt";  // the Llama with its own lm_head
     const Batch b = lm_batch(3, 16, 80);
     at::manual_seed(5);

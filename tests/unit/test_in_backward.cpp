@@ -13,6 +13,7 @@
 #include "frugal/models/registry.h"
 #include "frugal/optim/optimizer.h"
 #include "frugal/strategy/in_backward_update.h"
+#include "support/model_configs.h"
 
 using namespace frugal;
 
@@ -26,16 +27,9 @@ struct InBackwardRun {
 };
 
 InBackwardRun train(bool in_backward, int64_t accumulation, const std::string& optimizer) {
-  ModelConfig mc;
-  mc.type = "gpt";
-  mc.n_layer = 2;
-  mc.n_head = 4;
-  mc.n_embd = 256;  // parameters dominate the step's memory at this batch
-  mc.block_size = 8;
-  mc.vocab_size = 512;
-  mc.dropout = 0.0;
   at::manual_seed(21);
-  auto model = make_model(mc);
+  // n_embd 256: parameters dominate the step's memory at this batch.
+  auto model = make_model(test::transformer_config("gpt", 2, 4, 256, 8, 512));
   OptimConfig oc;
   oc.type = optimizer;
   oc.lr = 1e-3;

@@ -20,6 +20,7 @@
 #include "frugal/optim/optimizer.h"
 #include "frugal/strategy/sharding.h"
 #include "scenarios.h"
+#include "support/model_configs.h"
 
 namespace frugal::test_worker {
 
@@ -73,15 +74,9 @@ int masked() {
   gloo.timeout_s = 60;
   auto comm = dist::init_from_env(gloo);
   const int n = comm->size(), r = comm->rank();
-  ModelConfig mc;
-  mc.type = "llama";
-  mc.n_layer = 2;
-  mc.n_head = 4;
+  ModelConfig mc = frugal::test::transformer_config("llama", 2, 4, 32, kT, kVocab);
   mc.n_kv_head = 2;
-  mc.n_embd = 32;
   mc.intermediate_size = 48;
-  mc.block_size = kT;
-  mc.vocab_size = kVocab;
   OptimConfig oc;
   oc.lr = 3e-3;  // as the zero scenario: Adam amplifies summation-order differences by lr
   oc.weight_decay = 0.1;
