@@ -136,9 +136,11 @@ at::Tensor LlamaAttention::forward_impl_extras(const at::Tensor& x, const UnitEx
                              -1);
     y = causal_self_attention(qkv, n_head_, 0.0, kernels_);  // (B, T, C)
   } else {
-    const at::Tensor mask = extras.empty() ? at::Tensor() : extras[LlamaExtras::kMask];
+    // No mask at all (not an undefined one) for the causal case: SDPA's causal kernels.
+    const std::optional<at::Tensor> mask =
+        extras.empty() ? std::nullopt : std::optional<at::Tensor>(extras[LlamaExtras::kMask]);
     y = at::scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0,
-                                         /*is_causal=*/!mask.defined())
+                                         /*is_causal=*/!mask.has_value())
             .transpose(1, 2)
             .reshape({B, T, n_head_ * head_dim_});
   }
