@@ -43,6 +43,11 @@ class TrackingCpuAllocator final : public c10::Allocator {
     auto* block = static_cast<char*>(c10::alloc_cpu(n + kHeader));
     *reinterpret_cast<size_t*>(block) = n;
     void* data = block + kHeader;
+    // train.profile.memory: the profiler's [memory] events, as c10's own CPU allocator gives.
+    if (c10::memoryProfilingEnabled()) {
+      c10::reportMemoryUsageToProfiler(data, bytes, static_cast<size_t>(now),
+                                       static_cast<size_t>(now), c10::Device(c10::kCPU));
+    }
     return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
   }
 
@@ -56,8 +61,12 @@ class TrackingCpuAllocator final : public c10::Allocator {
   static void release(void* data) {
     if (!data) return;
     char* block = static_cast<char*>(data) - kHeader;
-    g_current.fetch_sub(static_cast<int64_t>(*reinterpret_cast<size_t*>(block)),
-                        std::memory_order_relaxed);
+    const auto bytes = static_cast<int64_t>(*reinterpret_cast<size_t*>(block));
+    const int64_t now = g_current.fetch_sub(bytes, std::memory_order_relaxed) - bytes;
+    if (c10::memoryProfilingEnabled()) {
+      c10::reportMemoryUsageToProfiler(data, -bytes, static_cast<size_t>(now),
+                                       static_cast<size_t>(now), c10::Device(c10::kCPU));
+    }
     c10::free_cpu(block);
   }
 };

@@ -8,6 +8,7 @@
 #include "frugal/io/atomic_file.h"
 #include "frugal/memory/stats.h"
 #include "frugal/util/log.h"
+#include "frugal/util/trace.h"
 
 using nlohmann::json;
 
@@ -83,7 +84,10 @@ void MetricsRecorder::record(const StepStats& st) {
   // FLOPs count every position the model computes, targets or not.
   const double tokens = static_cast<double>(st.samples * tokens_per_sample_);
   const std::optional<double> mfu = throughput_.mfu(tokens, st.seconds);
-  progress_->update({st.step, max_steps, st.loss, st.lr, tok_s, mfu});
+  const double data_wait = st.phases[trace::Phase::data_wait];
+  const double wall = st.seconds + data_wait;
+  progress_->update(
+      {st.step, max_steps, st.loss, st.lr, tok_s, mfu, wall > 0 ? data_wait / wall : 0.0});
   const bool log_step =
       st.step % std::max<int64_t>(1, cfg_.train.log_every) == 0 || st.step == max_steps;
   const bool monitor_step =
@@ -99,6 +103,13 @@ void MetricsRecorder::record(const StepStats& st) {
                    {"samples_per_s", st.seconds > 0 ? st.samples / st.seconds : 0.0},
                    {"loss_scale", st.loss_scale},
                    {"skipped", st.skipped}});
+    // Where the step's time went (util/trace.h): the data wait before it, then forward,
+    // backward, communication waits and the optimizer; the rest of step_time_s is the
+    // engine's own bookkeeping.
+    for (int i = 0; i < trace::kPhases && cfg_.train.phase_timing; ++i) {
+      const auto phase = static_cast<trace::Phase>(i);
+      record[fmt::format("time_{}_s", trace::phase_name(phase))] = st.phases[phase];
+    }
     if (throughput_.flops_per_token > 0) {
       record["model_flops_per_token"] = throughput_.flops_per_token;
       record["achieved_flops"] = throughput_.achieved(tokens, st.seconds);
