@@ -103,6 +103,8 @@ void for_each_field(C& c, Visit&& visit) {
   visit("train", "metrics_per_rank", c.train.metrics_per_rank);
   visit("train", "peak_flops", c.train.peak_flops);
   visit("train", "phase_timing", c.train.phase_timing);
+  visit("train", "on_nonfinite", c.train.on_nonfinite);
+  visit("train", "max_nonfinite_steps", c.train.max_nonfinite_steps);
   visit("train.profile", "start_step", c.train.profile.start_step);
   visit("train.profile", "steps", c.train.profile.steps);
   visit("train.profile", "memory", c.train.profile.memory);

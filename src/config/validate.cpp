@@ -188,6 +188,8 @@ void check_data(const Checker& c, const DataConfig& d, const ModelConfig& m) {
 void check_optim(const Checker& c, const OptimConfig& o) {
   c.one_of(o.type, {"adamw", "adam", "sgd"}, "optim.type");
   c.positive(o.lr, "optim.lr");
+  // The optimizers step in the parameters' dtype: an lr past fp32's range is no number there.
+  c.require(o.lr <= 1e6, "optim.lr", fmt::format("must be <= 1e6, got {:g}", o.lr));
   c.unit_interval(o.betas[0], "optim.betas");
   c.unit_interval(o.betas[1], "optim.betas");
   c.positive(o.eps, "optim.eps");
@@ -222,6 +224,8 @@ void check_train(const Checker& c, const TrainConfig& t) {
   c.at_least<int64_t>(t.checkpoint_every, 0, "train.checkpoint_every");
   c.at_least<int64_t>(t.keep_last, 1, "train.keep_last");
   c.one_of(t.progress, {"auto", "bar", "lines", "none"}, "train.progress");
+  c.one_of(t.on_nonfinite, {"skip", "halt"}, "train.on_nonfinite");
+  c.at_least<int64_t>(t.max_nonfinite_steps, 1, "train.max_nonfinite_steps");
   c.at_least<int64_t>(t.profile.start_step, 0, "train.profile.start_step");
   c.at_least<int64_t>(t.profile.steps, 1, "train.profile.steps");
 }

@@ -205,6 +205,14 @@ StepStats Engine::run_backward(const Batch& batch, const LossFn& loss_sum_fn, bo
   return stats;
 }
 
+std::string first_nonfinite_gradient(const torch::nn::Module& model) {
+  for (const auto& p : model.named_parameters()) {
+    const at::Tensor& g = p.value().grad();
+    if (g.defined() && !at::isfinite(g).all().item<bool>()) return p.key();
+  }
+  return "";
+}
+
 double Engine::set_step_learning_rate() {
   const double lr = schedule_ ? schedule_->lr_at(steps_done_)
                               : optimizer_->param_groups().front().options().get_lr();
@@ -228,6 +236,8 @@ StepStats Engine::optimizer_step() {
                                 (pipelined ? update_->freed_grad_norm_squared() : 0.0));
   }
   const bool finite = !pending_.found_inf && std::isfinite(stats.grad_norm);
+  stats.pipelined = pipelined;
+  if (!finite) stats.nonfinite_gradient = first_nonfinite_gradient(*model_);
   // Clipping: frugal's fused Adam(W) multiplies the gradients inside its update (one pass
   // over them fewer, which is what the host step of offload is bound by); any other
   // optimizer gets them scaled first.

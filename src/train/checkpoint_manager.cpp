@@ -1,5 +1,6 @@
 #include "frugal/train/checkpoint_manager.h"
 
+#include <ATen/ATen.h>
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -29,8 +30,28 @@ void CheckpointManager::barrier() const {
   if (comm_) comm_->barrier();
 }
 
+bool CheckpointManager::parameters_finite() const {
+  bool bad = false;
+  for (const auto& group : engine_.optimizer().param_groups()) {
+    for (const auto& p : group.params()) {
+      // The tensors the optimizer steps (this rank's shards, offload's host masters) are the
+      // ones a checkpoint writes.
+      if (!at::isfinite(engine_.optimizer_param(p)).all().item<bool>()) bad = true;
+    }
+  }
+  return !engine_.sharding().any_across_ranks(bad);
+}
+
 void CheckpointManager::save(int64_t step, const LoaderPosition& data) {
   const bool main = !comm_ || comm_->is_main();
+  // A checkpoint of non-finite parameters would be resumed from and lose the run: refused,
+  // and the ones written before stay.
+  if (!parameters_finite()) {
+    throw Error(fmt::format(
+        "checkpoint at step {} not written: the parameters are not finite (the newest valid "
+        "checkpoint is {}); lower optim.lr or set optim.clip_grad_norm and resume from it",
+        step, last_.empty() ? std::string("none") : last_.string()));
+  }
   StateDict state = engine_.state_dict();
   // Ranks that hold shards save their own random generators with them (each draws its own);
   // otherwise rank 0's stand for the job.

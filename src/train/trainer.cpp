@@ -21,6 +21,7 @@
 #include "frugal/train/checkpoint_manager.h"
 #include "frugal/train/evaluator.h"
 #include "frugal/train/metrics_recorder.h"
+#include "frugal/train/nonfinite_guard.h"
 #include "frugal/train/oom_report.h"
 #include "frugal/train/run_dir.h"
 #include "frugal/train/sample.h"
@@ -194,6 +195,8 @@ TrainResult Trainer::run() {
   // train.profile: LibTorch's profiler over a few steps, written as a Chrome trace.
   StepProfiler profiler(cfg.train.profile, s.plan.dir, s.device, s.comm ? s.comm->rank() : 0,
                         s.comm ? s.comm->size() : 1);
+  NonFiniteGuard nonfinite({cfg.train.on_nonfinite, cfg.train.max_nonfinite_steps,
+                            cfg.strategy.precision});
   s.model->train();
   while (s.engine->steps_done() < cfg.train.max_steps) {
     // The step's phase times start here: what ran since (evaluation, checkpoints, the
@@ -209,11 +212,12 @@ TrainResult Trainer::run() {
     result.last_loss = st.loss;
     profiler.after_step(st.step);
     metrics.record(st);
-    if (!std::isfinite(st.loss)) {
-      metrics.message(fmt::format("step {}: loss is {}; stopping (the last checkpoint is kept)",
-                                  st.step, st.loss));
+    try {
+      const std::string skipped = nonfinite.check(st, st.pipelined);
+      if (!skipped.empty()) metrics.message(skipped);
+    } catch (const Error&) {
       metrics.stop();
-      throw Error(fmt::format("training diverged at step {} (loss {})", st.step, st.loss));
+      throw;
     }
     if (every(cfg.memory.empty_cache_every, st.step)) memory::empty_cache(s.device);
     if (every(cfg.train.eval_every, st.step)) {

@@ -136,6 +136,11 @@ struct TrainConfig {
   double peak_flops = 0.0;
   // Per-phase step times in metrics.jsonl (time_forward_s, ...): two clock reads per phase.
   bool phase_timing = true;
+  // A step whose loss or gradients are not finite: skip (its update; the run goes on) | halt
+  // (fp16's overflow skips excepted); either stops after max_nonfinite_steps bad steps in a row
+  // (train/nonfinite_guard.h).
+  std::string on_nonfinite = "skip";
+  int64_t max_nonfinite_steps = 20;
   ProfileConfig profile;
 };
 

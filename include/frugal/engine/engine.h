@@ -26,6 +26,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "frugal/config/config.h"
 #include "frugal/data/batch.h"
@@ -58,7 +59,16 @@ struct StepStats {
   // step when the caller wraps its fetch in a data_wait range, then forward, backward,
   // communication waits and the optimizer, which partition the rest of `seconds`.
   trace::PhaseTimes phases;
+  // A step with non-finite gradients: the first parameter (in the model's order) whose gradient
+  // is not finite, when gradients sit on the model's parameters (not under zero2/3's flat
+  // shards); empty otherwise.
+  std::string nonfinite_gradient;
+  bool pipelined = false;  // the update ran during backward (it could not be skipped)
 };
+
+// The first parameter of `model`, in its order, whose gradient holds an inf or NaN ("" if
+// none): where a non-finite step is reported.
+std::string first_nonfinite_gradient(const torch::nn::Module& model);
 
 struct EngineOptions {
   StrategyConfig strategy;

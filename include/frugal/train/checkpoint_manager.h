@@ -40,6 +40,8 @@ class CheckpointManager {
   // Samples per optimizer step over the whole job: what a resume must keep (the cut into
   // micro-batches, accumulation and ranks may change).
   int64_t global_batch() const;
+  // Every rank's parameters finite (a collective).
+  bool parameters_finite() const;
   void barrier() const;
 
   const Config& cfg_;
