@@ -18,8 +18,8 @@ PY
 rounds=${FRUGAL_BENCH_ROUNDS:-3}
 median() { .venv/bin/python -c 'import statistics,sys; print(statistics.median(map(float, sys.argv[1:])))' "$@"; }
 
-printf '| case | params | frugal (ms) | PyTorch (ms) | frugal / PyTorch (min-max over rounds) | target | PyTorch fused AdamW (ms) | frugal / fused |\n'
-printf '|---|---|---|---|---|---|---|---|\n'
+printf '| case | params | frugal (ms) | PyTorch (ms) | frugal / PyTorch (min-max over rounds) | target | PyTorch fused AdamW (ms) | frugal / fused | frugal, train.phase_timing off (ms) | phase timing cost |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|\n'
 for case in tiny-mlp gpt; do
   cfg=bench/overhead/$case.yaml
   target=$([ "$case" = tiny-mlp ] && echo "<= 0.6" || echo "<= 1.0")
@@ -28,20 +28,24 @@ for case in tiny-mlp gpt; do
     .venv/bin/python bench/overhead/python_loop.py "$tmp/$case.yaml" "$threads" "$1" |
       .venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["median_step_s"])'
   }
-  fs=() ps=() pfs=() ratios=()
+  fs=() ps=() pfs=() ratios=() offs=()
   for round in $(seq "$rounds"); do
     build/bin/frugal train "$cfg" --set run.dir="$tmp" --set run.name="$case-$round" \
       --set run.threads="$threads" >"$tmp/$case.log" 2>&1
     f=$(median_frugal "$tmp/$case-$round/metrics.jsonl")
+    # The per-phase timing's own cost (docs/observability.md): the same run without it.
+    build/bin/frugal train "$cfg" --set run.dir="$tmp" --set run.name="$case-$round-off" \
+      --set run.threads="$threads" --set train.phase_timing=false >"$tmp/$case-off.log" 2>&1
+    offs+=("$(median_frugal "$tmp/$case-$round-off/metrics.jsonl")")
     p=$(py default)
     fs+=("$f") ps+=("$p") pfs+=("$(py fused)")
     ratios+=("$(awk -v f="$f" -v p="$p" 'BEGIN { print f / p }')")
   done
   params=$(grep -o '[0-9.]*M parameters' "$tmp/$case.log" | head -1)
-  f=$(median "${fs[@]}") p=$(median "${ps[@]}") pf=$(median "${pfs[@]}")
+  f=$(median "${fs[@]}") p=$(median "${ps[@]}") pf=$(median "${pfs[@]}") fo=$(median "${offs[@]}")
   lo=$(printf '%s\n' "${ratios[@]}" | sort -g | head -1) hi=$(printf '%s\n' "${ratios[@]}" | sort -g | tail -1)
-  awk -v c="$case" -v n="$params" -v f="$f" -v p="$p" -v t="$target" -v pf="$pf" -v lo="$lo" -v hi="$hi" \
-    'BEGIN { printf "| %s | %s | %.3f | %.3f | %.2fx (%.2f-%.2f) | %s | %.3f | %.2fx |\n", c, n, f*1000, p*1000, f/p, lo, hi, t, pf*1000, f/pf }'
+  awk -v c="$case" -v n="$params" -v f="$f" -v p="$p" -v t="$target" -v pf="$pf" -v lo="$lo" -v hi="$hi" -v fo="$fo" \
+    'BEGIN { printf "| %s | %s | %.3f | %.3f | %.2fx (%.2f-%.2f) | %s | %.3f | %.2fx | %.3f | %+.1f%% |\n", c, n, f*1000, p*1000, f/p, lo, hi, t, pf*1000, f/pf, fo*1000, (f/fo-1)*100 }'
 done
 echo
 echo "threads: $threads; rounds: $rounds; machine: $(nproc) cores, $(uname -m); torch $(.venv/bin/python -c 'import torch; print(torch.__version__)')"

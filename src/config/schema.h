@@ -102,6 +102,11 @@ void for_each_field(C& c, Visit&& visit) {
   visit("train", "progress", c.train.progress);
   visit("train", "metrics_per_rank", c.train.metrics_per_rank);
   visit("train", "peak_flops", c.train.peak_flops);
+  visit("train", "phase_timing", c.train.phase_timing);
+  visit("train.profile", "start_step", c.train.profile.start_step);
+  visit("train.profile", "steps", c.train.profile.steps);
+  visit("train.profile", "memory", c.train.profile.memory);
+  visit("train.profile", "shapes", c.train.profile.shapes);
 
   visit("generate", "tokens", c.generate.tokens);
   visit("generate", "temperature", c.generate.temperature);

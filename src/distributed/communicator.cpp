@@ -13,6 +13,7 @@
 
 #include "c10d_group.h"
 #include "frugal/util/error.h"
+#include "frugal/util/trace.h"
 
 namespace frugal::dist {
 
@@ -32,6 +33,7 @@ void Communicator::count(const std::string& op, int64_t payload, double sent_fac
 
 Work Communicator::all_reduce(at::Tensor& tensor, Reduce op, bool async) {
   const double n = size();
+  trace::Range range(trace::names_wanted() ? trace::collective_name("all_reduce", tensor.nbytes()) : "");
   count("all_reduce", tensor.nbytes(), 2.0 * (n - 1) / n);
   Work w = do_all_reduce(tensor, op);
   if (!async) w.wait();
@@ -39,6 +41,8 @@ Work Communicator::all_reduce(at::Tensor& tensor, Reduce op, bool async) {
 }
 
 void Communicator::broadcast(at::Tensor& tensor, int root) {
+  trace::Range range(trace::names_wanted() ? trace::collective_name("broadcast", tensor.nbytes())
+                                           : "");
   count("broadcast", tensor.nbytes(), size() > 1 ? 1.0 : 0.0);
   do_broadcast(tensor, root).wait();
 }
@@ -48,6 +52,7 @@ Work Communicator::all_gather(at::Tensor& output, const at::Tensor& input, bool 
     throw std::invalid_argument("all_gather: output must hold world_size x input elements");
   }
   const double n = size();
+  trace::Range range(trace::names_wanted() ? trace::collective_name("all_gather", output.nbytes()) : "");
   count("all_gather", output.nbytes(), (n - 1) / n);
   Work w = do_all_gather(output, input);
   if (!async) w.wait();
@@ -65,13 +70,17 @@ Work Communicator::reduce_scatter(at::Tensor& output, const at::Tensor& input, b
     throw std::invalid_argument("reduce_scatter: input must hold world_size x output elements");
   }
   const double n = size();
+  trace::Range range(trace::names_wanted() ? trace::collective_name("reduce_scatter", input.nbytes()) : "");
   count("reduce_scatter", input.nbytes(), (n - 1) / n);
   Work w = do_reduce_scatter(output, input);
   if (!async) w.wait();
   return w;
 }
 
-void Communicator::barrier() { do_barrier().wait(); }
+void Communicator::barrier() {
+  trace::Range range("barrier");
+  do_barrier().wait();
+}
 
 namespace detail {
 
@@ -84,6 +93,9 @@ C10dGroup::C10dGroup(RankInfo info, c10::Device device, c10::intrusive_ptr<c10d:
 
 Work C10dGroup::wrap(c10::intrusive_ptr<c10d::Work> work, const char* op) {
   return Work([work = std::move(work), op, this] {
+    // Time blocked here is the step's communication wait (taken out of the enclosing phase).
+    trace::Range waiting(trace::names_wanted() ? fmt::format("wait {}", op) : "",
+                         trace::Phase::comm_wait);
     try {
       work->wait(timeout_);
     } catch (const std::exception& e) {

@@ -17,6 +17,7 @@
 #include "frugal/strategy/in_backward_update.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
+#include "frugal/util/trace.h"
 
 namespace frugal {
 
@@ -168,6 +169,7 @@ StepStats Engine::run_backward(const Batch& batch, const LossFn& loss_sum_fn, bo
   const auto k = static_cast<int64_t>(micro_batches.size());
   for (int64_t i = 0; i < k; ++i) {
     const Batch& micro = micro_batches[i];
+    trace::Range micro_range(trace::names_wanted() ? fmt::format("micro_step {}", i) : "");
     sharding_->begin_micro_step(i, k);
     if (pipelined && i == k - 1) {
       std::weak_ptr<OptimizerUpdate> weak = update_;
@@ -177,17 +179,26 @@ StepStats Engine::run_backward(const Batch& batch, const LossFn& loss_sum_fn, bo
     }
     at::Tensor loss;
     {
+      trace::Range forward("forward", trace::Phase::forward);
       auto autocast = precision_.autocast(device_.type());
       loss = loss_sum_fn(micro) / step_targets;
     }
-    precision_.scale_loss(loss).backward();
+    {
+      trace::Range backward("backward", trace::Phase::backward);
+      precision_.scale_loss(loss).backward();
+    }
     loss_sum = loss_sum.defined() ? loss_sum + loss.detach() : loss.detach();
   }
-  sharding_->finish_gradients();
+  {
+    // Waiting for the last reductions (their wait is comm_wait) is backward's tail.
+    trace::Range finish("finish_gradients", trace::Phase::backward);
+    sharding_->finish_gradients();
+  }
   stats.loss = sharding_->sum_across_ranks(loss_sum.item<double>());
 
   // 2. Unscale once (fp16). Sharded ranks see different gradients: they agree on one verdict
   //    (and the scaler too).
+  trace::Range unscale("unscale", trace::Phase::optimizer);
   pending_.found_inf = sharding_->any_across_ranks(precision_.unscale(params_));
   precision_.set_found_inf(pending_.found_inf);
   pending_.active = true;
@@ -208,10 +219,14 @@ StepStats Engine::optimizer_step() {
   pending_.active = false;
   StepStats& stats = pending_.stats;
   const bool pipelined = pending_.pipelined;
+  std::optional<trace::Range> optimizer_range(std::in_place, "optimizer", trace::Phase::optimizer);
 
   // 3. The global gradient norm and clipping.
-  stats.grad_norm = std::sqrt(sharding_->grad_norm_squared(params_).item<double>() +
-                              (pipelined ? update_->freed_grad_norm_squared() : 0.0));
+  {
+    trace::Range norm("grad_norm");
+    stats.grad_norm = std::sqrt(sharding_->grad_norm_squared(params_).item<double>() +
+                                (pipelined ? update_->freed_grad_norm_squared() : 0.0));
+  }
   const bool finite = !pending_.found_inf && std::isfinite(stats.grad_norm);
   // Clipping: frugal's fused Adam(W) multiplies the gradients inside its update (one pass
   // over them fewer, which is what the host step of offload is bound by); any other
@@ -225,6 +240,7 @@ StepStats Engine::optimizer_step() {
   if (factor_in_step) {
     factor_in_step->set_gradient_factor(clip_factor);
   } else if (clip_factor < 1.0) {
+    trace::Range clip("clip");
     clip_grads(params_, stats.grad_norm, options_.clip_grad_norm);
   }
 
@@ -233,9 +249,11 @@ StepStats Engine::optimizer_step() {
   if (pipelined) {
     // Waits for what ran during backward and updates the rest. Non-finite gradients cannot
     // be skipped here: their parameters may have been updated already.
+    trace::Range update("update");
     update_->finish_pipeline();
     stats.skipped = !finite;
   } else if (finite) {
+    trace::Range update("update");
     update_->step(*optimizer_);
   } else {
     stats.skipped = true;
@@ -246,11 +264,13 @@ StepStats Engine::optimizer_step() {
   sharding_->zero_grad(*optimizer_);
   update_->zero_device_grads(/*set_to_none=*/!sharding_->owns_gradient_buffers());
   ++steps_done_;
+  optimizer_range.reset();
 
   stats.step = steps_done_;
   stats.loss_scale = precision_.loss_scale();
   stats.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - pending_.start).count();
+  stats.phases = trace::take_phase_times();
   return stats;
 }
 

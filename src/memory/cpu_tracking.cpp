@@ -7,12 +7,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <mutex>
 #include <optional>
 
 #include "event_ring.h"
 #include "frugal/memory/cpu_history.h"
+#include "frugal/util/trace.h"
 
 namespace frugal::memory {
 namespace {
@@ -39,13 +39,6 @@ struct HistoryState {
 };
 HistoryState g_history;
 
-// The clock of frugal's trace ranges (steady_clock, microseconds since its epoch).
-int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 void raise_peak(int64_t value) {
   int64_t peak = g_peak.load(std::memory_order_relaxed);
   while (value > peak && !g_peak.compare_exchange_weak(peak, value, std::memory_order_relaxed)) {
@@ -56,16 +49,22 @@ class TrackingCpuAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t n) override {
     const auto bytes = static_cast<int64_t>(n);
+    int64_t now = 0;
     if (g_history.on.load(std::memory_order_relaxed)) {
       std::lock_guard<std::mutex> lock(g_history.mutex);
-      const int64_t live = count_allocation(bytes);
-      if (g_history.ring) g_history.ring->push({now_us(), bytes, live});
+      now = count_allocation(bytes);
+      if (g_history.ring) g_history.ring->push({trace::now_us(), bytes, now});
     } else {
-      count_allocation(bytes);
+      now = count_allocation(bytes);
     }
     auto* block = static_cast<char*>(c10::alloc_cpu(n + kHeader));
     *reinterpret_cast<size_t*>(block) = n;
     void* data = block + kHeader;
+    // train.profile.memory: the profiler's [memory] events, as c10's own CPU allocator gives.
+    if (c10::memoryProfilingEnabled()) {
+      c10::reportMemoryUsageToProfiler(data, bytes, static_cast<size_t>(now),
+                                       static_cast<size_t>(now), c10::Device(c10::kCPU));
+    }
     return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
   }
 
@@ -95,12 +94,17 @@ class TrackingCpuAllocator final : public c10::Allocator {
     if (!data) return;
     char* block = static_cast<char*>(data) - kHeader;
     const auto bytes = static_cast<int64_t>(*reinterpret_cast<size_t*>(block));
+    int64_t now = 0;
     if (g_history.on.load(std::memory_order_relaxed)) {
       std::lock_guard<std::mutex> lock(g_history.mutex);
-      const int64_t live = g_current.fetch_sub(bytes, std::memory_order_relaxed) - bytes;
-      if (g_history.ring) g_history.ring->push({now_us(), -bytes, live});
+      now = g_current.fetch_sub(bytes, std::memory_order_relaxed) - bytes;
+      if (g_history.ring) g_history.ring->push({trace::now_us(), -bytes, now});
     } else {
-      g_current.fetch_sub(bytes, std::memory_order_relaxed);
+      now = g_current.fetch_sub(bytes, std::memory_order_relaxed) - bytes;
+    }
+    if (c10::memoryProfilingEnabled()) {
+      c10::reportMemoryUsageToProfiler(data, -bytes, static_cast<size_t>(now),
+                                       static_cast<size_t>(now), c10::Device(c10::kCPU));
     }
     c10::free_cpu(block);
   }
@@ -132,7 +136,7 @@ int64_t cpu_budget() { return g_budget.load(); }
 void start_cpu_history(int64_t max_events) {
   std::lock_guard<std::mutex> lock(g_history.mutex);
   g_history.ring.emplace(static_cast<size_t>(std::max<int64_t>(1, max_events)));
-  g_history.start_us = now_us();
+  g_history.start_us = trace::now_us();
   g_history.live_at_start = g_current.load();
   g_history.on.store(true);
 }
@@ -145,7 +149,7 @@ CpuHistory stop_cpu_history() {
   out.events = g_history.ring->ordered();
   out.dropped = g_history.ring->dropped();
   out.start_us = g_history.start_us;
-  out.end_us = now_us();
+  out.end_us = trace::now_us();
   out.live_at_start = g_history.live_at_start;
   g_history.ring.reset();
   return out;

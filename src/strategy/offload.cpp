@@ -4,9 +4,13 @@
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/autograd.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
+
+#include <optional>
 
 #include "frugal/util/error.h"
 #include "frugal/strategy/offload_stream.h"
+#include "frugal/util/trace.h"
 
 namespace frugal {
 
@@ -80,6 +84,7 @@ void OptimizerOffload::step_pairs(torch::optim::Optimizer& optimizer,
   const c10::Device device = pairs_.empty() ? c10::Device(c10::kCPU) : pairs_.front().device.device();
   // 1. Gradients to the host, on the side stream after the point where they became final; a
   //    parameter without one keeps none (the optimizer skips it).
+  std::optional<trace::Range> phase(std::in_place, "offload/copy_to_host");
   offload_stream::on_side_stream(device, final_at, [&] {
     for (size_t i : which) {
       Pair& pair = pairs_[i];
@@ -94,6 +99,7 @@ void OptimizerOffload::step_pairs(torch::optim::Optimizer& optimizer,
     }
   }, /*wait_host=*/true);
   // 2. The host step, of these masters only when they are not all of them.
+  phase.emplace("offload/host_step");
   auto& groups = optimizer.param_groups();
   std::vector<std::vector<at::Tensor>> saved;
   if (which.size() != pairs_.size()) {
@@ -118,9 +124,11 @@ void OptimizerOffload::step_pairs(torch::optim::Optimizer& optimizer,
   for (size_t g = 0; g < saved.size(); ++g) groups[g].params() = std::move(saved[g]);
   // 3. Parameters back to the device, in their own dtype, on the side stream; the compute
   //    stream waits for them at the end of the step.
+  phase.emplace("offload/copy_to_device");
   auto back = offload_stream::on_side_stream(device, nullptr, [&] {
     for (size_t i : which) pairs_[i].device.copy_(pairs_[i].master, /*non_blocking=*/true);
   }, /*wait_host=*/false);
+  phase.reset();
   std::lock_guard<std::mutex> lock(mutex_);
   copied_back_.push_back(std::move(back));
 }
@@ -172,10 +180,25 @@ void OptimizerOffload::ready(const std::vector<at::Tensor>& device_params) {
 }
 
 void OptimizerOffload::worker_loop() {
+  // LibTorch's profiler records the threads that enabled it; this one joins a profile the
+  // training thread runs (train.profile), so the host steps show in its trace.
+  bool profiled = false;
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
     wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-    if (stop_) return;
+    if (stop_) {
+      if (profiled) torch::autograd::profiler::disableProfilerInChildThread();
+      return;
+    }
+    if (const bool wanted = torch::autograd::profiler::isProfilerEnabledInMainThread();
+        wanted != profiled) {
+      if (wanted) {
+        torch::autograd::profiler::enableProfilerInChildThread();
+      } else {
+        torch::autograd::profiler::disableProfilerInChildThread();
+      }
+      profiled = wanted;
+    }
     Handed item = std::move(queue_.front());
     queue_.pop_front();
     std::vector<size_t>& which = item.pairs;

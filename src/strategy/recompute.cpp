@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "frugal/util/error.h"
+#include "frugal/util/trace.h"
 #include "replay_state.h"
 #include "saved_tensor_hooks.h"
 
@@ -103,6 +104,7 @@ void Frame::recompute() {
     throw Error("activation checkpointing: the input of a checkpointed function was modified in "
                 "place after its forward; the recomputation would not see the same values");
   }
+  trace::Range range("recompute");
   recomputed.assign(saved.size(), at::Tensor());
   filled = 0;
   at::Tensor x = input.detach();

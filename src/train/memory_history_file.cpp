@@ -7,13 +7,14 @@
 namespace frugal {
 
 std::string memory_history_json(const memory::CpuHistory& history,
-                                const std::vector<TimeRange>& ranges) {
+                                const std::vector<trace::RecordedRange>& ranges,
+                                int64_t dropped_ranges) {
   // Written by hand, not through a json value: a million events would take ~100 bytes each
   // as nlohmann nodes, against ~30 as text.
   std::string out = fmt::format(
       "{{\"device\": \"cpu\", \"start_us\": {}, \"end_us\": {}, \"live_at_start\": {}, "
-      "\"dropped\": {},\n\"events\": [",
-      history.start_us, history.end_us, history.live_at_start, history.dropped);
+      "\"dropped\": {}, \"dropped_ranges\": {},\n\"events\": [",
+      history.start_us, history.end_us, history.live_at_start, history.dropped, dropped_ranges);
   out.reserve(out.size() + history.events.size() * 32);
   for (size_t i = 0; i < history.events.size(); ++i) {
     const auto& e = history.events[i];

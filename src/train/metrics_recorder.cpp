@@ -11,6 +11,7 @@
 #include "frugal/memory/stats.h"
 #include "frugal/train/memory_history_file.h"
 #include "frugal/util/log.h"
+#include "frugal/util/trace.h"
 
 using nlohmann::json;
 
@@ -62,6 +63,9 @@ MetricsRecorder::MetricsRecorder(const Config& cfg, const std::filesystem::path&
       memory::start_history(device);
     } else if (memory::cpu_tracking_installed()) {
       memory::start_cpu_history(cfg.memory.history_max_events);
+      // The step's phases over the same time, on the same clock, for the timeline's bands.
+      trace::take_recorded_ranges();
+      trace::record_ranges(true, cfg.memory.history_max_events);
     } else {
       log::info("memory.record_history: the CPU tracking allocator is not installed; nothing "
                 "to record");
@@ -90,7 +94,10 @@ void MetricsRecorder::record(const StepStats& st) {
   // FLOPs count every position the model computes, targets or not.
   const double tokens = static_cast<double>(st.samples * tokens_per_sample_);
   const std::optional<double> mfu = throughput_.mfu(tokens, st.seconds);
-  progress_->update({st.step, max_steps, st.loss, st.lr, tok_s, mfu});
+  const double data_wait = st.phases[trace::Phase::data_wait];
+  const double wall = st.seconds + data_wait;
+  progress_->update(
+      {st.step, max_steps, st.loss, st.lr, tok_s, mfu, wall > 0 ? data_wait / wall : 0.0});
   const bool log_step =
       st.step % std::max<int64_t>(1, cfg_.train.log_every) == 0 || st.step == max_steps;
   const bool monitor_step =
@@ -106,6 +113,13 @@ void MetricsRecorder::record(const StepStats& st) {
                    {"samples_per_s", st.seconds > 0 ? st.samples / st.seconds : 0.0},
                    {"loss_scale", st.loss_scale},
                    {"skipped", st.skipped}});
+    // Where the step's time went (util/trace.h): the data wait before it, then forward,
+    // backward, communication waits and the optimizer; the rest of step_time_s is the
+    // engine's own bookkeeping.
+    for (int i = 0; i < trace::kPhases && cfg_.train.phase_timing; ++i) {
+      const auto phase = static_cast<trace::Phase>(i);
+      record[fmt::format("time_{}_s", trace::phase_name(phase))] = st.phases[phase];
+    }
     if (throughput_.flops_per_token > 0) {
       record["model_flops_per_token"] = throughput_.flops_per_token;
       record["achieved_flops"] = throughput_.achieved(tokens, st.seconds);
@@ -162,7 +176,10 @@ void MetricsRecorder::stop() {
     io::write_file_atomic(history_file_, memory::history_snapshot(device_));
   } else if (memory::cpu_history_recording()) {
     const memory::CpuHistory history = memory::stop_cpu_history();
-    io::write_file_atomic(history_file_, memory_history_json(history, {}));
+    trace::record_ranges(false);
+    io::write_file_atomic(history_file_,
+                          memory_history_json(history, trace::take_recorded_ranges(),
+                                              trace::dropped_ranges()));
   }
 }
 

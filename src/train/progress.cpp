@@ -47,6 +47,12 @@ void Progress::update(const ProgressFields& f) {
   } else {
     rate += " tok/s";
   }
+  smoothed_data_wait_ = smoothed_data_wait_ < 0.0
+                            ? f.data_wait_share
+                            : 0.9 * smoothed_data_wait_ + 0.1 * f.data_wait_share;
+  if (smoothed_data_wait_ > 0.05) {
+    rate += fmt::format(" data wait {:.0f}%", 100.0 * smoothed_data_wait_);
+  }
   if (bar_) {
     constexpr int kWidth = 24;
     const double frac = max_steps_ > 0 ? static_cast<double>(f.step) / max_steps_ : 1.0;

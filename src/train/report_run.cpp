@@ -85,7 +85,10 @@ MemoryTimeline read_cpu_history(const fs::path& file) {
     m.live.push_back(m.live.back());
   }
   for (const auto& r : j.value("ranges", json::array())) {
-    m.ranges.push_back({r.at(0).get<std::string>(), (r.at(1).get<double>() - start) / 1e6,
+    // One row per kind of range: "micro_step 3" and "all_reduce 4.0 MiB" by their first word.
+    std::string name = r.at(0).get<std::string>();
+    name = name.substr(0, name.find(' '));
+    m.ranges.push_back({name, (r.at(1).get<double>() - start) / 1e6,
                         (r.at(2).get<double>() - start) / 1e6});
   }
   return m;

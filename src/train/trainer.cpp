@@ -24,8 +24,10 @@
 #include "frugal/train/oom_report.h"
 #include "frugal/train/run_dir.h"
 #include "frugal/train/sample.h"
+#include "frugal/train/step_profiler.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
+#include "frugal/util/trace.h"
 
 namespace fs = std::filesystem;
 
@@ -67,6 +69,9 @@ struct Trainer::Impl {
   void build() {
     at::manual_seed(cfg.run.seed);
     device = resolve_device(cfg.run.device, job.local_rank);
+    // The step's ranges show in Nsight Systems on a GPU (a no-op when no tool listens).
+    trace::enable_nvtx(device.is_cuda());
+    trace::set_phase_timing(cfg.train.phase_timing);
     if (cfg.strategy.precision == "auto") {
       // Decided here, so that config.resolved.yaml and the checkpoints record the choice.
       cfg.strategy.precision = auto_precision(device);
@@ -186,11 +191,23 @@ TrainResult Trainer::run() {
     metrics.set_model_flops(s.model->flops_per_token(T), T);
   }
   metrics.start(s.engine->steps_done());
+  // train.profile: LibTorch's profiler over a few steps, written as a Chrome trace.
+  StepProfiler profiler(cfg.train.profile, s.plan.dir, s.device, s.comm ? s.comm->rank() : 0,
+                        s.comm ? s.comm->size() : 1);
   s.model->train();
   while (s.engine->steps_done() < cfg.train.max_steps) {
-    const Batch batch = s.loader->next().to(s.device, /*non_blocking=*/true);
+    // The step's phase times start here: what ran since (evaluation, checkpoints, the
+    // metrics' gathering) is no step's.
+    (void)trace::take_phase_times();
+    profiler.before_step(s.engine->steps_done() + 1);
+    Batch batch;
+    {
+      trace::Range data_wait("data_wait", trace::Phase::data_wait);
+      batch = s.loader->next().to(s.device, /*non_blocking=*/true);
+    }
     const StepStats st = s.step(batch, metrics);
     result.last_loss = st.loss;
+    profiler.after_step(st.step);
     metrics.record(st);
     if (!std::isfinite(st.loss)) {
       metrics.message(fmt::format("step {}: loss is {}; stopping (the last checkpoint is kept)",
@@ -208,6 +225,7 @@ TrainResult Trainer::run() {
       if (s.main) metrics.message(fmt::format("checkpoint: {}", s.checkpoints->last().string()));
     }
   }
+  profiler.finish();
   metrics.stop();
   log::info(metrics.summary());
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "frugal/train/report.h"
@@ -162,6 +163,21 @@ TEST_CASE("memory.record_history on the CPU writes the allocator's events, drawn
   }
   CHECK(t <= h.at("end_us").get<int64_t>());
   CHECK(allocations > 50);
+  // The step's phases (util/trace.h) on the same clock, inside the recording: one forward,
+  // backward and optimizer range per step (6 steps, no accumulation), a data wait before each.
+  std::map<std::string, int> ranges;
+  for (const auto& r : h.at("ranges")) {
+    const auto start = r.at(1).get<int64_t>(), end = r.at(2).get<int64_t>();
+    CHECK(h.at("start_us").get<int64_t>() <= start);
+    CHECK(start <= end);
+    CHECK(end <= h.at("end_us").get<int64_t>());
+    ++ranges[r.at(0).get<std::string>()];
+  }
+  CHECK(ranges["forward"] == 6);
+  CHECK(ranges["backward"] == 6);
+  CHECK(ranges["optimizer"] == 6);
+  CHECK(ranges["data_wait"] >= 5);
+  CHECK(h.at("dropped_ranges") == 0);
   // The highest live bytes are the run's peak as metrics.jsonl reported it (recording starts
   // before the first step; the tracker's peak restarts there too).
   int64_t reported = 0;
@@ -181,6 +197,9 @@ TEST_CASE("memory.record_history on the CPU writes the allocator's events, drawn
   CHECK_THAT(html, Catch::Contains("Live bytes over time: tiny-gpt (cpu)") &&
                        Catch::Contains("memory_history.json: " + std::to_string(events.size()) +
                                        " events, highest " + std::to_string(highest) + " bytes"));
+  // The phases as rows under the timeline, named, with a legend.
+  CHECK_THAT(html, Catch::Contains("class='band'") && Catch::Contains(">forward</text>") &&
+                       Catch::Contains(">optimizer</text>"));
   const auto s = screenshot_stats(run / "report.html", dir / "timeline.png", 2400, {kBlue});
   CHECK(s.at("count").at(kBlue).get<int>() > 1000);
 }

@@ -112,6 +112,16 @@ struct ScheduleConfig {
   double gamma = 0.1;
 };
 
+// train.profile: LibTorch's profiler (Kineto) over `steps` optimizer steps from `start_step`,
+// written as a Chrome trace (RUN_DIR/profile/trace[.rank<r>].json) with frugal's ranges
+// (util/trace.h) around ATen's operators.
+struct ProfileConfig {
+  int64_t start_step = 0;  // the first profiled step (1-based); 0 = no profile
+  int64_t steps = 3;
+  bool memory = false;     // allocations and frees as the trace's memory events
+  bool shapes = false;     // operators' input shapes (more overhead)
+};
+
 struct TrainConfig {
   int64_t max_steps = 1000;
   int64_t eval_every = 0;    // 0 = no periodic eval
@@ -124,6 +134,9 @@ struct TrainConfig {
   // FLOP/s of one rank's device, for MFU in the progress line and metrics.jsonl; 0 = the
   // bf16 peak of a known GPU, else no MFU (train/throughput.h).
   double peak_flops = 0.0;
+  // Per-phase step times in metrics.jsonl (time_forward_s, ...): two clock reads per phase.
+  bool phase_timing = true;
+  ProfileConfig profile;
 };
 
 // Text sampled from a language model at the end of training.

@@ -35,6 +35,7 @@
 #include "frugal/strategy/precision.h"
 #include "frugal/strategy/sharding.h"
 #include "frugal/strategy/state_dict.h"
+#include "frugal/util/trace.h"
 
 namespace frugal {
 
@@ -53,6 +54,10 @@ struct StepStats {
   bool skipped = false;   // optimizer step skipped (e.g. non-finite gradients)
   double seconds = 0.0;   // wall time of the step
   double loss_scale = 1.0;  // fp16-mixed: the scale after this step's update
+  // Seconds per phase since the previous step's end (util/trace.h): the data wait before this
+  // step when the caller wraps its fetch in a data_wait range, then forward, backward,
+  // communication waits and the optimizer, which partition the rest of `seconds`.
+  trace::PhaseTimes phases;
 };
 
 struct EngineOptions {

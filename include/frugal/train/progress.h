@@ -16,6 +16,9 @@ struct ProgressFields {
   double lr = 0.0;
   double tokens_per_s = 0.0;
   std::optional<double> mfu;  // shown when known
+  // Share of the step's wall time spent waiting for data (0..1); shown above 5%, where the
+  // loader, not the model, is what to speed up.
+  double data_wait_share = 0.0;
 };
 
 class Progress {
@@ -38,6 +41,7 @@ class Progress {
   int64_t log_every_;
   double smoothed_rate_ = 0.0;  // tokens/s, exponentially averaged so the bar does not flicker
   double smoothed_mfu_ = 0.0;   // the same for the model FLOPs utilisation
+  double smoothed_data_wait_ = -1.0;  // and the data-wait share (-1: none seen yet)
   std::chrono::steady_clock::time_point start_;
 };
 
