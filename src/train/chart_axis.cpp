@@ -102,7 +102,9 @@ Scale display_scale(Unit unit, double max_abs) {
 
 std::string tick_label(double value, double step, const std::string& suffix) {
   std::string number;
-  if (step > 0) {
+  if (value == 0) {
+    number = "0";  // "0 MiB", not "0.0 MiB"
+  } else if (step > 0) {
     const int decimals = std::max(0, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
     number = fmt::format("{:.{}f}", value, decimals);
   } else {

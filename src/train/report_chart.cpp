@@ -10,7 +10,7 @@ namespace frugal::report {
 namespace {
 
 // The plot's box inside the SVG, in pixels.
-constexpr double kWidth = 760, kLeft = 78, kRight = 16, kTop = 10, kPlotHeight = 200;
+constexpr double kWidth = 760, kLeft = 90, kRight = 16, kTop = 10, kPlotHeight = 200;
 constexpr double kBottom = kTop + kPlotHeight;
 constexpr double kAxisSpace = 34;  // tick labels and the x axis' name under the plot
 constexpr double kBandRow = 12;
@@ -205,8 +205,8 @@ std::string svg_body(const ChartSpec& spec, bool log_y, const chart::Scale& xs_s
         std::max(0.6, xb - xa), kBandRow - 3, phase_color(b.name));
   }
   for (const auto& [name, row] : rows) {
-    svg += fmt::format("<text class='tick' x='{}' y='{}' text-anchor='end'>{}</text>", kLeft - 4,
-                       kBottom + kAxisSpace + kBandRow * row + 8, escape(name));
+    svg += fmt::format("<text class='band-label' x='{}' y='{}' text-anchor='end'>{}</text>",
+                       kLeft - 4, kBottom + kAxisSpace + kBandRow * row + 8, escape(name));
   }
   return svg + "</svg>";
 }

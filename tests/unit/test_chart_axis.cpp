@@ -86,6 +86,8 @@ TEST_CASE("display units and tick labels", "[unit][report]") {
   CHECK(display_scale(Unit::none, 1e9).factor == 1);
 
   CHECK(tick_label(100, 50, "MiB") == "100 MiB");
+  CHECK(tick_label(1.5, 0.5, "MiB") == "1.5 MiB");
+  CHECK(tick_label(0, 0.5, "MiB") == "0 MiB");
   CHECK(tick_label(0.4, 0.2, "") == "0.4");
   CHECK(tick_label(0.25, 0.05, "s") == "0.25 s");
   CHECK(tick_label(3e-4, 1e-4, "") == "0.0003");

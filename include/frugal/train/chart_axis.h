@@ -36,7 +36,7 @@ struct Scale {
 Scale display_scale(Unit unit, double max_abs);
 
 // A tick label: as many decimals as the step needs (none for a step of 1 or more), then the
-// suffix; step 0 (a log axis) formats with up to 3 significant digits.
+// suffix; step 0 (a log axis) formats with up to 3 significant digits; zero is "0".
 std::string tick_label(double value, double step, const std::string& suffix);
 
 }  // namespace frugal::chart
