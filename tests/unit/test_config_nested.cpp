@@ -235,6 +235,7 @@ TEST_CASE("config nested: to_yaml writes sub-sections as nested maps and reads t
         "  empty_cache_every: 0\n"
         "  budget: 0\n"
         "  record_history: false\n"
+        "  history_max_events: 1000000\n"
         "  host_allocator: \"tuned\"\n"
         "distributed:\n";
     INFO(text);
