@@ -142,6 +142,7 @@ void for_each_field(C& c, Visit&& visit) {
   visit("memory", "empty_cache_every", c.memory.empty_cache_every);
   visit("memory", "budget", byte_count(c.memory.budget));
   visit("memory", "record_history", c.memory.record_history);
+  visit("memory", "history_max_events", c.memory.history_max_events);
   visit("memory", "host_allocator", c.memory.host_allocator);
 
   visit("distributed", "backend", c.distributed.backend);

@@ -295,6 +295,7 @@ void check_memory(const Checker& c, const MemoryConfig& m) {
   c.at_least<int64_t>(m.monitor_every, 0, "memory.monitor_every");
   c.at_least<int64_t>(m.empty_cache_every, 0, "memory.empty_cache_every");
   c.at_least<int64_t>(m.budget, 0, "memory.budget");
+  c.at_least<int64_t>(m.history_max_events, 1, "memory.history_max_events");
   c.one_of(m.host_allocator, {"tuned", "system"}, "memory.host_allocator");
 }
 

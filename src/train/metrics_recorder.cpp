@@ -6,7 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "frugal/io/atomic_file.h"
+#include "frugal/memory/cpu_history.h"
+#include "frugal/memory/cpu_tracking.h"
 #include "frugal/memory/stats.h"
+#include "frugal/train/memory_history_file.h"
 #include "frugal/util/log.h"
 #include "frugal/util/trace.h"
 
@@ -49,16 +52,23 @@ MetricsRecorder::MetricsRecorder(const Config& cfg, const std::filesystem::path&
     rank_metrics_.emplace(run_dir / fmt::format("metrics.rank{}.jsonl", comm_->rank()),
                           resumed_from);
   }
-  // memory.record_history: the CUDA allocator's events, dumped for PyTorch's memory viewer
-  // and `frugal report` when the run ends (or runs out of memory).
-  history_file_ = run_dir / (main_ ? std::string("memory_snapshot.pickle")
-                                   : fmt::format("memory_snapshot.rank{}.pickle", comm_->rank()));
+  // memory.record_history: the allocator's events, dumped when the run ends (or runs out of
+  // memory): CUDA's caching allocator's for PyTorch's memory viewer and `frugal report`, the
+  // CPU tracking allocator's as JSON for `frugal report` (docs/memory.md).
+  const std::string rank_part = main_ ? std::string() : fmt::format(".rank{}", comm_->rank());
+  history_file_ = run_dir / (device.is_cuda() ? "memory_snapshot" + rank_part + ".pickle"
+                                              : "memory_history" + rank_part + ".json");
   if (cfg.memory.record_history) {
     if (device.is_cuda()) {
       memory::start_history(device);
+    } else if (memory::cpu_tracking_installed()) {
+      memory::start_cpu_history(cfg.memory.history_max_events);
+      // The step's phases over the same time, on the same clock, for the timeline's bands.
+      trace::take_recorded_ranges();
+      trace::record_ranges(true, cfg.memory.history_max_events);
     } else {
-      log::info("memory.record_history: the allocator history is CUDA's; nothing to record on " +
-                device.str());
+      log::info("memory.record_history: the CPU tracking allocator is not installed; nothing "
+                "to record");
     }
   }
 }
@@ -164,6 +174,12 @@ void MetricsRecorder::stop() {
   if (progress_) progress_->finish();
   if (cfg_.memory.record_history && device_.is_cuda()) {
     io::write_file_atomic(history_file_, memory::history_snapshot(device_));
+  } else if (memory::cpu_history_recording()) {
+    const memory::CpuHistory history = memory::stop_cpu_history();
+    trace::record_ranges(false);
+    io::write_file_atomic(history_file_,
+                          memory_history_json(history, trace::take_recorded_ranges(),
+                                              trace::dropped_ranges()));
   }
 }
 

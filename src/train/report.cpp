@@ -1,3 +1,7 @@
+// The report page: the runs' legend and controls, the summary, the charts (report_chart.h)
+// built from the runs' records (report_run.h), the configs. Colours belong to runs (to ranks
+// in the per-rank charts, to phases in the stacked and timeline charts); line styles to what
+// a line is (solid: train loss / peak; dashed: validation loss / current).
 #include "frugal/train/report.h"
 
 #include <fmt/format.h>
@@ -5,12 +9,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "frugal/util/error.h"
+#include "report_assets.h"
+#include "report_chart.h"
+#include "report_run.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -18,134 +22,290 @@ using nlohmann::json;
 namespace frugal {
 namespace {
 
-using Series = std::vector<std::pair<double, double>>;
+using report::ChartSpec;
+using report::escape;
+using report::Line;
+using report::RunData;
+using chart::Unit;
 
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
+const char* run_color(size_t i) {
+  static const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                                 "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+  return colors[i % 8];
 }
 
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::vector<json> read_records(const fs::path& p) {
-  std::vector<json> out;
-  std::ifstream in(p);
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty()) continue;
-    try {
-      out.push_back(json::parse(line));
-    } catch (const json::exception&) {
-      // A line cut short by a crash: the rest of the file still reports.
-    }
-  }
-  return out;
+// The step's phase times (per step, in seconds), in the order the step runs them.
+const std::vector<std::pair<std::string, std::string>>& phase_keys() {
+  static const std::vector<std::pair<std::string, std::string>> keys = {
+      {"time_data_wait_s", "data_wait"}, {"time_forward_s", "forward"},
+      {"time_backward_s", "backward"},   {"time_comm_wait_s", "comm_wait"},
+      {"time_optimizer_s", "optimizer"}};
+  return keys;
 }
 
 std::string label(double v) {
+  if (std::isnan(v)) return "-";
   const double a = std::abs(v);
   if (a != 0 && (a >= 1e5 || a < 1e-3)) return fmt::format("{:.2e}", v);
   return fmt::format("{:.4g}", v);
-}
-
-// A line chart: one polyline per named series, axes with min / max labels, a legend.
-std::string chart(const std::string& title, const std::string& unit,
-                  const std::vector<std::pair<std::string, Series>>& lines) {
-  static const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
-                                 "#9467bd", "#8c564b", "#e377c2", "#17becf"};
-  double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
-  for (const auto& [name, pts] : lines) {
-    for (const auto& [x, y] : pts) {
-      if (!std::isfinite(y)) continue;
-      x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
-    }
-  }
-  std::string svg = fmt::format("<figure><figcaption>{}{}</figcaption>", escape(title),
-                                unit.empty() ? "" : " (" + escape(unit) + ")");
-  if (!std::isfinite(x0)) return svg + "<p>no data</p></figure>";
-  if (x1 == x0) x1 = x0 + 1;
-  if (y1 == y0) {  // a constant: centred, with a margin of its own size
-    const double pad = y0 != 0 ? std::abs(y0) * 0.1 : 1.0;
-    y0 -= pad;
-    y1 += pad;
-  }
-  const double W = 640, H = 220, L = 70, R = 10, T = 10, B = 30;
-  auto px = [&](double x) { return L + (x - x0) / (x1 - x0) * (W - L - R); };
-  auto py = [&](double y) { return T + (1 - (y - y0) / (y1 - y0)) * (H - T - B); };
-  svg += fmt::format("<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' "
-                     "viewBox='0 0 {} {}'>", W, H + 16.0 * lines.size(), W, H + 16.0 * lines.size());
-  svg += fmt::format("<rect x='{}' y='{}' width='{}' height='{}' fill='#fafafa' stroke='#999'/>", L,
-                     T, W - L - R, H - T - B);
-  svg += fmt::format("<text x='{}' y='{}' font-size='11' text-anchor='end'>{}</text>", L - 4, T + 10,
-                     label(y1));
-  svg += fmt::format("<text x='{}' y='{}' font-size='11' text-anchor='end'>{}</text>", L - 4,
-                     H - B, label(y0));
-  svg += fmt::format("<text x='{}' y='{}' font-size='11'>{}</text>", L, H - B + 14, label(x0));
-  svg += fmt::format("<text x='{}' y='{}' font-size='11' text-anchor='end'>{}</text>", W - R,
-                     H - B + 14, label(x1));
-  for (size_t i = 0; i < lines.size(); ++i) {
-    const auto& [name, pts] = lines[i];
-    const char* color = colors[i % 8];
-    std::string path;
-    for (const auto& [x, y] : pts) {
-      if (std::isfinite(y)) path += fmt::format("{:.1f},{:.1f} ", px(x), py(y));
-    }
-    if (pts.size() == 1) {
-      svg += fmt::format("<circle cx='{:.1f}' cy='{:.1f}' r='3' fill='{}'/>", px(pts[0].first),
-                         py(pts[0].second), color);
-    } else {
-      svg += fmt::format("<polyline fill='none' stroke='{}' stroke-width='1.5' points='{}'/>",
-                         color, path);
-    }
-    svg += fmt::format("<rect x='{}' y='{}' width='10' height='10' fill='{}'/><text x='{}' y='{}' "
-                       "font-size='11'>{}</text>",
-                       L, H + 16.0 * i - 4, color, L + 14, H + 16.0 * i + 5, escape(name));
-  }
-  return svg + "</svg></figure>";
-}
-
-Series series(const std::vector<json>& recs, const std::string& key, double scale = 1.0) {
-  Series s;
-  for (const auto& r : recs) {
-    if (r.contains(key) && r.at(key).is_number()) {
-      s.emplace_back(r.at("step").get<double>(), r.at(key).get<double>() * scale);
-    }
-  }
-  return s;
-}
-
-// Per-rank lists ("rank_step_time_s": [r0, r1, ...]) as one series per rank.
-std::vector<std::pair<std::string, Series>> per_rank(const std::vector<json>& recs,
-                                                     const std::string& key, double scale = 1.0) {
-  std::map<size_t, Series> by_rank;
-  for (const auto& r : recs) {
-    if (!r.contains(key) || !r.at(key).is_array()) continue;
-    for (size_t i = 0; i < r.at(key).size(); ++i) {
-      by_rank[i].emplace_back(r.at("step").get<double>(), r.at(key)[i].get<double>() * scale);
-    }
-  }
-  std::vector<std::pair<std::string, Series>> out;
-  for (auto& [rank, s] : by_rank) out.emplace_back(fmt::format("rank {}", rank), std::move(s));
-  return out;
 }
 
 double median(std::vector<double> v) {
   if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// One line per run of `key` (the runs' colours), labelled by run when there are several.
+std::vector<Line> per_run(const std::vector<RunData>& runs, const std::string& key,
+                          const std::string& what, bool dashed = false, bool from_steps = true) {
+  std::vector<Line> out;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    Line l;
+    report::series(from_steps ? runs[i].steps : runs[i].records, key, l.x, l.y);
+    if (l.x.empty()) continue;
+    l.label = runs.size() > 1 ? runs[i].name + " · " + what : what;
+    l.color = run_color(i);
+    l.dashed = dashed;
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+// Per-rank lists ("rank_step_time_s": [r0, r1, ...]) as one line per rank.
+std::vector<Line> per_rank(const RunData& run, const std::string& key) {
+  std::map<size_t, Line> by_rank;
+  for (const auto& r : run.steps) {
+    if (!r.contains(key) || !r.at(key).is_array()) continue;
+    for (size_t i = 0; i < r.at(key).size(); ++i) {
+      by_rank[i].x.push_back(r.at("step").get<double>());
+      by_rank[i].y.push_back(r.at(key)[i].get<double>());
+    }
+  }
+  std::vector<Line> out;
+  for (auto& [rank, l] : by_rank) {
+    l.label = fmt::format("rank {}", rank);
+    l.color = run_color(rank);
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+std::string header(const std::vector<RunData>& runs, const std::vector<std::string>& diff) {
+  std::string h = "<header><h1>frugal report: " +
+                  escape(runs.size() == 1 ? runs[0].name : fmt::format("{} runs", runs.size())) +
+                  "</h1><div class='runs'>";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::string settings;
+    for (const auto& key : diff) {
+      auto it = runs[i].config.find(key);
+      settings += (settings.empty() ? "" : ", ") + key + ": " +
+                  (it == runs[i].config.end() ? std::string("-") : it->second);
+    }
+    h += fmt::format("<span class='run'><span class='swatch' style='background:{}'></span>{}{}"
+                     "</span>",
+                     run_color(i), escape(runs[i].name),
+                     settings.empty() ? "" : " <span class='diff'>(" + escape(settings) + ")</span>");
+  }
+  h += "</div><div class='controls'><label for='smoothing'>smoothing</label> <input "
+       "type='range' id='smoothing' min='0' max='0.99' step='0.01' value='0.6'> <span "
+       "id='smoothing-value'>0.60</span></div></header>";
+  return h;
+}
+
+std::string summary(const std::vector<RunData>& runs) {
+  std::string t = "<h2>Summary</h2><table><tr><th></th>";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    t += fmt::format("<th style='color:{}'>{}</th>", run_color(i), escape(runs[i].name));
+  }
+  t += "</tr>";
+  auto row = [&](const std::string& name, auto value) {
+    t += "<tr><th>" + escape(name) + "</th>";
+    for (const auto& run : runs) t += "<td>" + escape(value(run)) + "</td>";
+    t += "</tr>";
+  };
+  auto values = [](const RunData& run, const char* key) {
+    std::vector<double> v;
+    for (const auto& r : run.steps) v.push_back(r.value(key, 0.0));
+    return v;
+  };
+  row("run directory", [](const RunData& r) { return r.dir.string(); });
+  row("steps logged", [](const RunData& r) { return std::to_string(r.steps.size()); });
+  row("last step", [](const RunData& r) {
+    return r.steps.empty() ? std::string("-")
+                           : std::to_string(r.steps.back().at("step").get<int64_t>());
+  });
+  row("last loss", [](const RunData& r) {
+    return r.steps.empty() ? std::string("-") : label(r.steps.back().at("loss").get<double>());
+  });
+  row("best validation loss", [](const RunData& r) {
+    double best = NAN;
+    for (const auto& rec : r.records) {
+      if (rec.contains("val_loss") && rec.at("val_loss").is_number()) {
+        const double v = rec.at("val_loss").get<double>();
+        if (std::isnan(best) || v < best) best = v;
+      }
+    }
+    return label(best);
+  });
+  row("median tokens / s", [&](const RunData& r) { return label(median(values(r, "tokens_per_s"))); });
+  row("median step time (s)", [&](const RunData& r) { return label(median(values(r, "step_time_s"))); });
+  row("peak allocated (MiB)", [&](const RunData& r) {
+    const auto v = values(r, "mem_allocated_peak_bytes");
+    return label(v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()) / (1024.0 * 1024));
+  });
+  row("ranks", [](const RunData& r) { return std::to_string(r.ranks); });
+  return t + "</table>";
+}
+
+std::string training_charts(const std::vector<RunData>& runs) {
+  const bool several = runs.size() > 1;
+  std::string out = "<h2>Training</h2>";
+  {
+    ChartSpec c{.title = "Loss (per target)", .log_y = true, .log_toggle = true};
+    c.lines = per_run(runs, "loss", "train");
+    for (auto& l : per_run(runs, "val_loss", "validation loss", true, false)) {
+      l.markers = true;
+      c.lines.push_back(std::move(l));
+    }
+    c.legend = {{"train", several ? "#555" : run_color(0), false},
+                {"validation loss", several ? "#555" : run_color(0), true}};
+    out += report::render_chart(c);
+  }
+  out += report::render_chart({.title = "Learning rate", .smooth = false,
+                               .lines = per_run(runs, "lr", "lr")});
+  out += report::render_chart({.title = "Throughput", .y_unit = Unit::tokens_per_s,
+                               .y_from_zero = true,
+                               .lines = per_run(runs, "tokens_per_s", "tokens / s")});
+  out += report::render_chart({.title = "Step time", .y_unit = Unit::seconds, .y_from_zero = true,
+                               .lines = per_run(runs, "step_time_s", "step time")});
+  // The step's phases: stacked for one run (where the step's time goes), one chart per phase
+  // for several (how each phase compares).
+  bool any_phase = false;
+  for (const auto& [key, name] : phase_keys()) {
+    any_phase = any_phase || !per_run(runs, key, name).empty();
+  }
+  if (!any_phase) return out;
+  if (!several) {
+    ChartSpec c{.title = "Step phases", .y_unit = Unit::seconds, .smooth = false,
+                .stacked = true, .y_from_zero = true};
+    for (const auto& [key, name] : phase_keys()) {
+      for (auto& l : per_run(runs, key, name)) {
+        l.color = report::phase_color(name);
+        c.legend.push_back({name, l.color, false});
+        c.lines.push_back(std::move(l));
+      }
+    }
+    out += report::render_chart(c);
+  } else {
+    for (const auto& [key, name] : phase_keys()) {
+      auto lines = per_run(runs, key, name);
+      if (lines.empty()) continue;
+      out += report::render_chart({.title = "Phase: " + name, .y_unit = Unit::seconds,
+                                   .y_from_zero = true, .lines = std::move(lines)});
+    }
+  }
+  return out;
+}
+
+std::string memory_charts(const std::vector<RunData>& runs) {
+  const bool several = runs.size() > 1;
+  std::string out = "<h2>Memory</h2>";
+  ChartSpec alloc{.title = "Allocated", .y_unit = Unit::bytes, .smooth = false,
+                  .y_from_zero = true};
+  alloc.lines = per_run(runs, "mem_allocated_peak_bytes", "peak since the previous record");
+  for (auto& l : per_run(runs, "mem_allocated_bytes", "current", true)) alloc.lines.push_back(l);
+  alloc.legend = {{"peak since the previous record", several ? "#555" : run_color(0), false},
+                  {"current", several ? "#555" : run_color(0), true}};
+  out += report::render_chart(alloc);
+  out += report::render_chart({.title = "Host resident (RSS peak)", .y_unit = Unit::bytes,
+                               .smooth = false, .y_from_zero = true,
+                               .lines = per_run(runs, "host_rss_peak_bytes", "RSS peak")});
+  for (const auto& run : runs) {
+    if (run.ranks < 2) continue;
+    const std::string of = several ? " (" + run.name + ")" : "";
+    out += "<h2>Ranks" + escape(of) + "</h2>";
+    out += report::render_chart({.title = "Step time per rank" + of, .y_unit = Unit::seconds,
+                                 .y_from_zero = true, .lines = per_rank(run, "rank_step_time_s")});
+    out += report::render_chart({.title = "Peak allocated per rank" + of, .y_unit = Unit::bytes,
+                                 .smooth = false, .y_from_zero = true,
+                                 .lines = per_rank(run, "rank_mem_allocated_peak_bytes")});
+  }
+  return out;
+}
+
+std::string history_charts(const std::vector<RunData>& runs) {
+  std::string out = "<h2>Allocator history</h2>";
+  bool any = false;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (!runs[i].memory) continue;
+    any = true;
+    const report::MemoryTimeline& m = *runs[i].memory;
+    ChartSpec c{.title = fmt::format("Live bytes over time: {} ({})", runs[i].name, m.device),
+                .x_unit = Unit::seconds, .y_unit = Unit::bytes, .smooth = false,
+                .y_from_zero = true};
+    c.lines.push_back({.label = "live", .color = run_color(i), .x = m.t, .y = m.live});
+    c.bands = m.ranges;
+    // The legend in the rows' order: by when each kind of range first starts.
+    std::map<std::string, double> first;
+    for (const auto& b : m.ranges) {
+      auto [it, fresh] = first.emplace(b.name, b.start);
+      if (!fresh) it->second = std::min(it->second, b.start);
+    }
+    std::vector<std::pair<double, std::string>> order;
+    for (const auto& [name, start] : first) order.emplace_back(start, name);
+    std::sort(order.begin(), order.end());
+    for (const auto& [start, name] : order) {
+      c.legend.push_back({name, report::phase_color(name), false});
+    }
+    out += report::render_chart(c);
+    std::string note = fmt::format("{}: {} events, highest {} bytes", m.file, m.events,
+                                   static_cast<int64_t>(m.peak));
+    if (m.dropped > 0) {
+      note += fmt::format("; the {} oldest were dropped (memory.history_max_events)", m.dropped);
+    }
+    if (m.device == "cuda") {
+      note += "; it opens in PyTorch's memory viewer (https://pytorch.org/memory_viz); the "
+              "phases are not drawn (CUDA's clock is not the trace's)";
+    }
+    out += "<p>" + escape(note) + ".</p>";
+  }
+  if (!any) out += "<p>Not recorded: set <code>memory.record_history: true</code>.</p>";
+  return out;
+}
+
+std::string configs(const std::vector<RunData>& runs, const std::vector<std::string>& diff) {
+  std::string out = "<h2>Resolved config</h2>";
+  if (runs.size() > 1) {
+    out += "<h3>Settings that differ</h3>";
+    if (diff.empty()) {
+      out += "<p>none (besides run.name and run.dir)</p>";
+    } else {
+      out += "<table><tr><th>setting</th>";
+      for (size_t i = 0; i < runs.size(); ++i) {
+        out += fmt::format("<th style='color:{}'>{}</th>", run_color(i), escape(runs[i].name));
+      }
+      out += "</tr>";
+      for (const auto& key : diff) {
+        out += "<tr><th>" + escape(key) + "</th>";
+        for (const auto& run : runs) {
+          auto it = run.config.find(key);
+          out += "<td>" + escape(it == run.config.end() ? "-" : it->second) + "</td>";
+        }
+        out += "</tr>";
+      }
+      out += "</table>";
+    }
+  }
+  for (const auto& run : runs) {
+    const std::string text = run.config_text.empty() ? "(missing)" : escape(run.config_text);
+    if (runs.size() == 1) {
+      out += "<pre>" + text + "</pre>";
+    } else {
+      out += "<details><summary>" + escape(run.name) + "</summary><pre>" + text + "</pre></details>";
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -174,87 +334,21 @@ std::vector<std::pair<double, double>> allocation_timeline(const std::string& sn
   return out;
 }
 
-std::string render_report(const fs::path& run_dir) {
-  const fs::path metrics_file = run_dir / "metrics.jsonl";
-  if (!fs::exists(metrics_file)) {
-    throw Error(fmt::format("report: '{}' has no metrics.jsonl (is it a run directory?)",
-                            run_dir.string()));
-  }
-  const auto recs = read_records(metrics_file);
-  std::vector<json> steps;
-  for (const auto& r : recs) {
-    if (r.contains("loss")) steps.push_back(r);
-  }
-  constexpr double MiB = 1.0 / (1024 * 1024);
-  std::string body;
-  // Summary.
-  std::vector<double> tok, times, peaks;
-  double best_val = NAN;
-  for (const auto& r : steps) {
-    tok.push_back(r.value("tokens_per_s", 0.0));
-    times.push_back(r.value("step_time_s", 0.0));
-    peaks.push_back(r.value("mem_allocated_peak_bytes", 0.0));
-  }
-  for (const auto& r : recs) {
-    if (r.contains("val_loss") && r.at("val_loss").is_number()) {
-      const double v = r.at("val_loss").get<double>();
-      if (std::isnan(best_val) || v < best_val) best_val = v;
-    }
-  }
-  const int ranks = !steps.empty() && steps.back().contains("rank_step_time_s")
-                        ? static_cast<int>(steps.back().at("rank_step_time_s").size())
-                        : 1;
-  body += "<h2>Summary</h2><table>";
-  auto row = [&](const std::string& k, const std::string& v) {
-    body += "<tr><th>" + escape(k) + "</th><td>" + escape(v) + "</td></tr>";
-  };
-  row("run directory", run_dir.string());
-  row("steps logged", std::to_string(steps.size()));
-  row("last step", steps.empty() ? "-" : std::to_string(steps.back().at("step").get<int64_t>()));
-  row("last loss", steps.empty() ? "-" : label(steps.back().at("loss").get<double>()));
-  row("best validation loss", std::isnan(best_val) ? "-" : label(best_val));
-  row("median tokens / s", label(median(tok)));
-  row("median step time (s)", label(median(times)));
-  row("peak allocated (MiB)", label(peaks.empty() ? 0.0 : *std::max_element(peaks.begin(), peaks.end()) * MiB));
-  row("ranks", std::to_string(ranks));
-  body += "</table><h2>Training</h2>";
-  Series val = series(recs, "val_loss");
-  std::vector<std::pair<std::string, Series>> loss = {{"train loss", series(steps, "loss")}};
-  if (!val.empty()) loss.emplace_back("validation loss", val);
-  body += chart("Loss", "per target", loss);
-  body += chart("Learning rate", "", {{"lr", series(steps, "lr")}});
-  body += chart("Throughput", "tokens / s", {{"tokens / s", series(steps, "tokens_per_s")}});
-  body += "<h2>Memory</h2>";
-  body += chart("Allocated", "MiB", {{"peak since the previous record", series(steps, "mem_allocated_peak_bytes", MiB)},
-                                     {"current", series(steps, "mem_allocated_bytes", MiB)}});
-  body += chart("Host resident", "MiB", {{"RSS peak", series(steps, "host_rss_peak_bytes", MiB)}});
-  if (ranks > 1) {
-    body += "<h2>Ranks</h2>";
-    body += chart("Step time per rank", "s", per_rank(steps, "rank_step_time_s"));
-    body += chart("Peak allocated per rank", "MiB", per_rank(steps, "rank_mem_allocated_peak_bytes", MiB));
-  }
-  const fs::path snapshot = run_dir / "memory_snapshot.pickle";
-  body += "<h2>Allocator history</h2>";
-  if (fs::exists(snapshot)) {
-    Series timeline;
-    for (const auto& [t, b] : allocation_timeline(read_all(snapshot))) timeline.emplace_back(t / 1e6, b * MiB);
-    body += chart("Allocated over time (device 0)", "MiB vs s", {{"allocated", timeline}});
-    body += "<p>" + escape(snapshot.filename().string()) +
-            " opens in PyTorch's memory viewer (https://pytorch.org/memory_viz).</p>";
-  } else {
-    body += "<p>Not recorded: set <code>memory.record_history: true</code> (CUDA runs).</p>";
-  }
-  const fs::path config = run_dir / "config.resolved.yaml";
-  body += "<h2>Resolved config</h2><pre>" +
-          (fs::exists(config) ? escape(read_all(config)) : std::string("(missing)")) + "</pre>";
+std::string render_report(const std::vector<fs::path>& run_dirs) {
+  if (run_dirs.empty()) throw Error("report: no run directory given");
+  const std::vector<RunData> runs = report::read_runs(run_dirs);
+  const std::vector<std::string> diff = report::differing_settings(runs);
+  const std::string title = runs.size() == 1 ? runs[0].name
+                                             : fmt::format("{} runs", runs.size());
   return "<!doctype html><html><head><meta charset='utf-8'><title>frugal report: " +
-         escape(run_dir.filename().string()) +
-         "</title><style>body{font-family:sans-serif;margin:24px;max-width:720px}"
-         "table{border-collapse:collapse}th,td{border:1px solid #ccc;padding:2px 8px;"
-         "text-align:left}figure{margin:12px 0}figcaption{font-weight:bold}"
-         "pre{background:#f4f4f4;padding:8px;font-size:12px}</style></head><body><h1>frugal "
-         "report: " +
-         escape(run_dir.filename().string()) + "</h1>" + body + "</body></html>\n";
+         escape(title) + "</title><style>" + report::kPageStyle + "</style></head><body>" +
+         header(runs, diff) + summary(runs) + training_charts(runs) + memory_charts(runs) +
+         history_charts(runs) + configs(runs, diff) + "<div id='hover'></div><script>" +
+         report::kPageScript + "</script></body></html>\n";
+}
+
+std::string render_report(const fs::path& run_dir) {
+  return render_report(std::vector<fs::path>{run_dir});
 }
 
 }  // namespace frugal

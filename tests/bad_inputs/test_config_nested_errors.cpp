@@ -106,6 +106,8 @@ TEST_CASE("config nested errors: memory.budget spellings", "[config][bad_input]"
   CHECK(error_for("memory:\n  budget: 99999999999999999999\n") ==
         "c.yaml:2:3: memory.budget: 99999999999999999999 is out of range");
   CHECK(error_for("memory:\n  budget: -1\n") == "c.yaml:2:3: memory.budget: must be >= 0, got -1");
+  CHECK(error_for("memory:\n  history_max_events: 0\n") ==
+        "c.yaml:2:3: memory.history_max_events: must be >= 1, got 0");
   CHECK(error_for("", {"memory.budget=2XB"}) ==
         "--set memory.budget: memory.budget: " + kBudgetForms + ", got '2XB'");
 }

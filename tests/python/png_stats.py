@@ -1,7 +1,10 @@
 """Pixel statistics of a PNG (8-bit RGB or RGBA, not interlaced), with zlib and numpy only.
 
-Usage: png_stats.py FILE  ->  {"width", "height", "colors": distinct colors,
-                               "non_white": fraction of pixels that are not white}
+Usage: png_stats.py FILE [#rrggbb ...]  ->  {"width", "height", "colors": distinct colors,
+    "non_white": fraction of pixels that are not white,
+    "count": {"#rrggbb": pixels within 24 of that colour in each channel, for each one asked}}
+(The tolerance takes in a line's anti-aliased core; a colour blended at a quarter opacity
+over white is far outside it.)
 """
 import json
 import struct
@@ -56,5 +59,9 @@ img = decode(sys.argv[1])
 flat = img.reshape(-1, 3)
 colors = len(np.unique(flat[:, 0] * 65536 + flat[:, 1] * 256 + flat[:, 2]))
 non_white = float(np.mean(np.any(flat < 250, axis=1)))
+count = {}
+for hex_color in sys.argv[2:]:
+    rgb = np.array([int(hex_color[i:i + 2], 16) for i in (1, 3, 5)], dtype=np.int32)
+    count[hex_color] = int(np.sum(np.all(np.abs(flat - rgb) <= 24, axis=1)))
 print(json.dumps({"width": img.shape[1], "height": img.shape[0], "colors": colors,
-                  "non_white": non_white}))
+                  "non_white": non_white, "count": count}))

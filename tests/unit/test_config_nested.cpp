@@ -235,6 +235,7 @@ TEST_CASE("config nested: to_yaml writes sub-sections as nested maps and reads t
         "  empty_cache_every: 0\n"
         "  budget: 0\n"
         "  record_history: false\n"
+        "  history_max_events: 1000000\n"
         "  host_allocator: \"tuned\"\n"
         "distributed:\n";
     INFO(text);
@@ -247,7 +248,7 @@ TEST_CASE("config nested: to_yaml writes sub-sections as nested maps and reads t
     c.strategy.accumulation = 3;
     c.strategy.checkpointing = {"selective", 5, {"mlp", "attn", "mlp"}};
     c.strategy.sharding = {"zero3", 0.5, "size", 3.5, "bf16", "fp32", 2, false};
-    c.memory = {7, 9, INT64_MAX, true, "system"};
+    c.memory = {7, 9, INT64_MAX, true, "system", 12345};
     const std::string text = frugal::to_yaml(c);
     INFO(text);
     CHECK(text.find("  budget: 9223372036854775807\n") != std::string::npos);  // bytes
@@ -266,6 +267,7 @@ TEST_CASE("config nested: to_yaml writes sub-sections as nested maps and reads t
     CHECK(back.memory.empty_cache_every == 9);
     CHECK(back.memory.budget == INT64_MAX);
     CHECK(back.memory.record_history);
+    CHECK(back.memory.history_max_events == 12345);
     CHECK(back.strategy.sharding.mode == "zero3");
     CHECK(back.strategy.sharding.wrap == "size");
     CHECK(back.strategy.sharding.unit_mb == 3.5);

@@ -211,8 +211,9 @@ struct MemoryConfig {
   int64_t monitor_every = 0;      // memory figures in metrics every N steps (0 = every logged step)
   int64_t empty_cache_every = 0;  // return cached CUDA blocks every N steps (0 = never)
   int64_t budget = 0;             // bytes (YAML also takes "2GiB", "512MiB"); CPU runs enforce it
-  bool record_history = false;    // CUDA allocator history for PyTorch's memory viewer
+  bool record_history = false;    // allocator history: CUDA's for PyTorch's viewer; CPU's as JSON
   std::string host_allocator = "tuned";  // tuned | system (glibc malloc thresholds)
+  int64_t history_max_events = 1000000;  // CPU history: the most recent events kept
 };
 
 struct DistributedConfig {

@@ -1,6 +1,6 @@
 // What a run tells as it goes: the progress line, metrics.jsonl (rank 0's, with every rank's
 // step time and memory peaks gathered into it), metrics.rank<r>.jsonl
-// (train.metrics_per_rank), the allocator history (memory.record_history, CUDA) and the
+// (train.metrics_per_rank), the allocator history (memory.record_history) and the
 // memory summary at the end. Every rank calls record() at every step: the gathering is a
 // collective.
 #pragma once

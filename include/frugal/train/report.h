@@ -1,7 +1,10 @@
-// `frugal report RUN_DIR`: one self-contained HTML page (no network, no script; inline SVG)
-// with loss, learning rate, throughput and memory over the steps (per rank when the job was
-// distributed), a summary table and the resolved config; and, when the run recorded the CUDA
-// allocator's history (memory.record_history: true), its timeline of allocated bytes.
+// `frugal report RUN [RUN...]`: one self-contained HTML page (inline SVG, one small inline
+// script, nothing fetched) comparing runs: loss (log scale, validation loss dashed), learning
+// rate, throughput, step time, the step's phase times, memory over the steps, each run in
+// its own colour with a legend naming the settings that differ between them; per rank
+// charts for distributed runs; a summary table; the resolved configs; and the allocator
+// history's timeline when a run recorded it (memory.record_history: the CPU tracker's
+// memory_history.json with the training phases under it, or CUDA's memory_snapshot.pickle).
 #pragma once
 
 #include <filesystem>
@@ -10,6 +13,7 @@
 
 namespace frugal {
 
+std::string render_report(const std::vector<std::filesystem::path>& run_dirs);
 std::string render_report(const std::filesystem::path& run_dir);
 
 // The allocator history's timeline from a memory snapshot (the pickle PyTorch's memory viewer
