@@ -102,6 +102,9 @@ void for_each_field(C& c, Visit&& visit) {
   visit("train", "progress", c.train.progress);
   visit("train", "metrics_per_rank", c.train.metrics_per_rank);
   visit("train", "peak_flops", c.train.peak_flops);
+  visit("train", "tensorboard", c.train.tensorboard);
+  visit("train", "tensorboard_ranks", c.train.tensorboard_ranks);
+  visit("train", "tensorboard_histograms_every", c.train.tensorboard_histograms_every);
 
   visit("generate", "tokens", c.generate.tokens);
   visit("generate", "temperature", c.generate.temperature);

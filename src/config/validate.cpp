@@ -222,6 +222,8 @@ void check_train(const Checker& c, const TrainConfig& t) {
   c.at_least<int64_t>(t.checkpoint_every, 0, "train.checkpoint_every");
   c.at_least<int64_t>(t.keep_last, 1, "train.keep_last");
   c.one_of(t.progress, {"auto", "bar", "lines", "none"}, "train.progress");
+  c.one_of(t.tensorboard_ranks, {"main", "all"}, "train.tensorboard_ranks");
+  c.at_least<int64_t>(t.tensorboard_histograms_every, 0, "train.tensorboard_histograms_every");
 }
 
 void check_generate(const Checker& c, const GenerateConfig& g) {

@@ -124,6 +124,15 @@ struct TrainConfig {
   // FLOP/s of one rank's device, for MFU in the progress line and metrics.jsonl; 0 = the
   // bf16 peak of a known GPU, else no MFU (train/throughput.h).
   double peak_flops = 0.0;
+  // TensorBoard event files under RUN_DIR/tensorboard (train/tensorboard.h): every number of
+  // metrics.jsonl's records as a scalar of the same tag, the resolved config as text.
+  bool tensorboard = false;
+  // main: rank 0 writes the job's figures (metrics.jsonl's); all: every rank writes its own,
+  // in tensorboard/rank<N>/ (TensorBoard shows a folder as one run).
+  std::string tensorboard_ranks = "main";
+  // Every N steps, per module: a histogram of the parameters, the parameters' norm and the
+  // gradients' norm; 0 = none.
+  int64_t tensorboard_histograms_every = 0;
 };
 
 // Text sampled from a language model at the end of training.

@@ -1,0 +1,28 @@
+// TFRecord framing, the container of TensorBoard's event files: each record is
+//   uint64 length | uint32 masked CRC-32C of those 8 bytes | data | uint32 masked CRC-32C of data
+// all little-endian. Private to the library (the writer and its resume trim).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace frugal {
+
+// CRC-32C and its masked form (declared for users in frugal/train/tensorboard.h, which this
+// torch-free folder does not include).
+uint32_t crc32c(std::string_view bytes);
+uint32_t masked_crc32c(std::string_view bytes);
+
+namespace tfrecord {
+
+// One framed record.
+std::string frame(std::string_view data);
+
+// The records of a file's bytes, in order, up to the first one that is incomplete or fails a
+// CRC (a record torn by a crash ends the file there).
+std::vector<std::string> records(std::string_view bytes);
+
+}  // namespace tfrecord
+}  // namespace frugal
