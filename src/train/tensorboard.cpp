@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <optional>
 
 #include "frugal/io/atomic_file.h"
 #include "frugal/util/error.h"
@@ -50,8 +49,8 @@ void trim_event_files(const fs::path& dir, int64_t step) {
     for (const std::string& record : tfrecord::records(bytes)) {
       read += record.size() + 16;
       // The file version (step 0) is always kept; an unparsable record is dropped.
-      const std::optional<int64_t> at = tb_events::step_of(record);
-      if (!at || *at > step) {
+      int64_t at = 0;
+      if (!tb_events::table().step_of(record, &at) || at > step) {
         dropped = true;
         continue;
       }
@@ -91,7 +90,7 @@ TensorBoardWriter::TensorBoardWriter(const fs::path& dir, const std::string& fil
     throw Error(fmt::format("cannot open '{}' for writing: {}", impl_->file.string(),
                             std::strerror(errno)));
   }
-  impl_->write(tb_events::file_version(now));
+  impl_->write(tb_events::table().file_version(now));
   flush();
 }
 
@@ -105,12 +104,12 @@ void TensorBoardWriter::add_scalar(const std::string& tag, double value, int64_t
 
 void TensorBoardWriter::add_scalars(const std::vector<std::pair<std::string, double>>& values,
                                     int64_t step) {
-  if (!values.empty()) impl_->write(tb_events::scalars(unix_seconds(), step, values));
+  if (!values.empty()) impl_->write(tb_events::table().scalars(unix_seconds(), step, values));
 }
 
 void TensorBoardWriter::add_text(const std::string& tag, const std::string& markdown,
                                  int64_t step) {
-  impl_->write(tb_events::text(unix_seconds(), step, tag, markdown));
+  impl_->write(tb_events::table().text(unix_seconds(), step, tag, markdown));
 }
 
 void TensorBoardWriter::add_histogram(const std::string& tag, const at::Tensor& values,
@@ -133,7 +132,7 @@ void TensorBoardWriter::add_histogram(const std::string& tag, const at::Tensor& 
                                      : h.min + (h.max - h.min) * static_cast<double>(i + 1) / bins);
     h.counts.push_back(c[i]);
   }
-  impl_->write(tb_events::histogram(unix_seconds(), step, tag, h));
+  impl_->write(tb_events::table().histogram(unix_seconds(), step, tag, h));
 }
 
 void TensorBoardWriter::flush() {

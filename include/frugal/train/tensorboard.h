@@ -61,7 +61,7 @@ class TensorBoardWriter {
 };
 
 // Per-module figures of a model at one step, for each module that holds parameters directly
-// (named by its path, "transformer.h.0.attn.c_attn"; "(root)" for the model's own): a histogram
+// (named by its path, "blocks.0.attn.qkv"; "(root)" for the model's own): a histogram
 // of its parameter values `params/<module>` and their L2 norm `param_norm/<module>`. The whole
 // parameters must be in place (under zero3: inside a FullParameters scope, which every rank
 // joins).

@@ -1,11 +1,11 @@
+// libfrugal_tensorboard_events.so (events.h says why it is a library of its own).
 #include "train/tensorboard/events.h"
 
 #include "train/tensorboard/event.pb.h"
 
 namespace frugal::tb_events {
-namespace pb = frugal::tensorboard;
-
 namespace {
+namespace pb = frugal::tensorboard;
 
 pb::Event at_step(double wall_time, int64_t step) {
   pb::Event event;
@@ -13,8 +13,6 @@ pb::Event at_step(double wall_time, int64_t step) {
   event.set_step(step);
   return event;
 }
-
-}  // namespace
 
 std::string file_version(double wall_time) {
   pb::Event event;
@@ -63,10 +61,19 @@ std::string histogram(double wall_time, int64_t step, const std::string& tag, co
   return event.SerializeAsString();
 }
 
-std::optional<int64_t> step_of(std::string_view bytes) {
+bool step_of(std::string_view bytes, int64_t* step) {
   pb::Event event;
-  if (!event.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) return std::nullopt;
-  return event.step();
+  if (!event.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) return false;
+  *step = event.step();
+  return true;
 }
 
+}  // namespace
 }  // namespace frugal::tb_events
+
+extern "C" __attribute__((visibility("default"))) const frugal::tb_events::Table*
+frugal_tensorboard_events_v1() {
+  namespace e = frugal::tb_events;
+  static const e::Table table{e::file_version, e::scalars, e::text, e::histogram, e::step_of};
+  return &table;
+}

@@ -1,11 +1,17 @@
-// TensorBoard's Event protocol buffers (event.proto), built and parsed here alone, from and to
-// plain types. The files that include protobuf's headers must not see torch's include folder:
-// it ships an older protobuf's headers (ONNX's) that would be found ahead of Debian's. So
-// this folder is compiled apart from torch (src/CMakeLists.txt, frugal_tensorboard_events).
+// TensorBoard's Event protocol buffers (event.proto), built and parsed in a library of their
+// own, libfrugal_tensorboard_events.so, reached through plain types. Why apart:
+// - Debian's libsentencepiece (which libfrugal links) has an older protobuf-lite compiled in
+//   and exports it. Found first in the process's symbol scope, it took the generated code's
+//   calls to the protobuf runtime, and the first SerializeAsString crashed. Loaded with
+//   RTLD_DEEPBIND, the events library binds to its own dependency, Debian's libprotobuf-lite,
+//   first; SentencePiece keeps binding to its copy. (Debian's static libprotobuf-lite.a
+//   cannot be linked into a shared library: its arena uses local-exec TLS.)
+// - torch's include folder ships an older protobuf's headers (ONNX's), found ahead of
+//   Debian's: the events library is compiled without torch's include folder.
+// The wheel's own protobuf runtime is inside libtorch_cpu with its symbols hidden.
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -19,15 +25,25 @@ struct Histogram {
   std::vector<double> counts;
 };
 
-// Serialized Events: the first one of a file, and summaries at `step`.
-std::string file_version(double wall_time);
-std::string scalars(double wall_time, int64_t step,
-                    const std::vector<std::pair<std::string, double>>& values);
-std::string text(double wall_time, int64_t step, const std::string& tag,
-                 const std::string& markdown);
-std::string histogram(double wall_time, int64_t step, const std::string& tag, const Histogram& h);
+// What the events library offers; every function returns a serialized Event.
+struct Table {
+  // The first event of a file.
+  std::string (*file_version)(double wall_time);
+  std::string (*scalars)(double wall_time, int64_t step,
+                         const std::vector<std::pair<std::string, double>>& values);
+  std::string (*text)(double wall_time, int64_t step, const std::string& tag,
+                      const std::string& markdown);
+  std::string (*histogram)(double wall_time, int64_t step, const std::string& tag,
+                           const Histogram& h);
+  // The step of a serialized Event (0 for the file version); false when it does not parse.
+  bool (*step_of)(std::string_view event, int64_t* step);
+};
 
-// The step of a serialized Event (0 for the file version); nullopt when it does not parse.
-std::optional<int64_t> step_of(std::string_view event);
+// The events library, loaded once from libfrugal's own folder; frugal::Error naming the file
+// when it cannot be loaded.
+const Table& table();
 
 }  // namespace frugal::tb_events
+
+// The events library's one exported symbol.
+extern "C" const frugal::tb_events::Table* frugal_tensorboard_events_v1();

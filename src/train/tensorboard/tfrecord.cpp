@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "frugal/train/tensorboard.h"
+
 namespace frugal {
 
 // Boost.CRC set up as CRC-32C: the Castagnoli polynomial, reflected in and out, initial and

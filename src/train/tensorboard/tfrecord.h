@@ -1,21 +1,14 @@
 // TFRecord framing, the container of TensorBoard's event files: each record is
 //   uint64 length | uint32 masked CRC-32C of those 8 bytes | data | uint32 masked CRC-32C of data
-// all little-endian. Private to the library (the writer and its resume trim).
+// all little-endian, the CRC-32C's masked as frugal::masked_crc32c does
+// (frugal/train/tensorboard.h). Private to the library (the writer and its resume trim).
 #pragma once
 
-#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace frugal {
-
-// CRC-32C and its masked form (declared for users in frugal/train/tensorboard.h, which this
-// torch-free folder does not include).
-uint32_t crc32c(std::string_view bytes);
-uint32_t masked_crc32c(std::string_view bytes);
-
-namespace tfrecord {
+namespace frugal::tfrecord {
 
 // One framed record.
 std::string frame(std::string_view data);
@@ -24,5 +17,4 @@ std::string frame(std::string_view data);
 // CRC (a record torn by a crash ends the file there).
 std::vector<std::string> records(std::string_view bytes);
 
-}  // namespace tfrecord
-}  // namespace frugal
+}  // namespace frugal::tfrecord
