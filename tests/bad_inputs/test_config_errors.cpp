@@ -228,7 +228,8 @@ TEST_CASE("config errors: the tensorboard keys", "[config][bad_input][tensorboar
   CHECK(error_for("train: {tensorboard_histograms_every: -1}\n") ==
         "c.yaml:1:9: train.tensorboard_histograms_every: must be >= 0, got -1");
   CHECK(error_for("", {"train.tensorboard_histograms_every=often"}) ==
-        "--set train.tensorboard_histograms_every: expected an integer, got 'often'");
+        "--set train.tensorboard_histograms_every: train.tensorboard_histograms_every: expected "
+        "an integer, got 'often'");
   const frugal::Config c =
       load_config_string("train: {tensorboard: true, tensorboard_ranks: all}\n", "c.yaml");
   CHECK(c.train.tensorboard);

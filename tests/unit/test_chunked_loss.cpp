@@ -14,6 +14,7 @@
 #include "frugal/models/chunked_loss.h"
 #include "frugal/models/registry.h"
 #include "frugal/strategy/autocast.h"
+#include "frugal/util/error.h"
 #include "support/model_configs.h"
 
 using namespace frugal;
