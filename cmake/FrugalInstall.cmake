@@ -8,6 +8,8 @@ install(TARGETS frugal frugal_torch EXPORT frugalTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS frugal_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# TensorBoard's event encoding, which libfrugal loads from its own folder (dlopen).
+install(TARGETS frugal_tensorboard_events LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY include/frugal DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT frugalTargets NAMESPACE frugal:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/frugal)
 

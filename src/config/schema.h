@@ -105,6 +105,9 @@ void for_each_field(C& c, Visit&& visit) {
   visit("train", "phase_timing", c.train.phase_timing);
   visit("train", "on_nonfinite", c.train.on_nonfinite);
   visit("train", "max_nonfinite_steps", c.train.max_nonfinite_steps);
+  visit("train", "tensorboard", c.train.tensorboard);
+  visit("train", "tensorboard_ranks", c.train.tensorboard_ranks);
+  visit("train", "tensorboard_histograms_every", c.train.tensorboard_histograms_every);
   visit("train.profile", "start_step", c.train.profile.start_step);
   visit("train.profile", "steps", c.train.profile.steps);
   visit("train.profile", "memory", c.train.profile.memory);

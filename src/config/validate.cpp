@@ -228,6 +228,8 @@ void check_train(const Checker& c, const TrainConfig& t) {
   c.at_least<int64_t>(t.max_nonfinite_steps, 1, "train.max_nonfinite_steps");
   c.at_least<int64_t>(t.profile.start_step, 0, "train.profile.start_step");
   c.at_least<int64_t>(t.profile.steps, 1, "train.profile.steps");
+  c.one_of(t.tensorboard_ranks, {"main", "all"}, "train.tensorboard_ranks");
+  c.at_least<int64_t>(t.tensorboard_histograms_every, 0, "train.tensorboard_histograms_every");
 }
 
 void check_generate(const Checker& c, const GenerateConfig& g) {

@@ -5,15 +5,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "frugal/config/load.h"
 #include "frugal/io/atomic_file.h"
 #include "frugal/memory/cpu_history.h"
 #include "frugal/memory/cpu_tracking.h"
 #include "frugal/memory/stats.h"
 #include "frugal/train/memory_history_file.h"
+#include "frugal/engine/sharding_registry.h"
 #include "frugal/util/log.h"
 #include "frugal/util/trace.h"
 
 using nlohmann::json;
+namespace fs = std::filesystem;
 
 namespace frugal {
 namespace {
@@ -41,6 +44,23 @@ void add_rank_figures(dist::Communicator& comm, json& record, double seconds,
   record["rank_host_rss_peak_bytes"] = rss;
 }
 
+// A record's numbers as TensorBoard scalars, each under its JSON key; true and false are 1 and
+// 0 (skipped); a list of numbers, one per rank, is one tag per rank (rank_step_time_s/rank1).
+std::vector<std::pair<std::string, double>> record_scalars(const json& record) {
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& [key, value] : record.items()) {
+    if (key == "step") continue;
+    if (value.is_number() || value.is_boolean()) {
+      out.emplace_back(key, value.is_boolean() ? (value.get<bool>() ? 1.0 : 0.0) : value.get<double>());
+    } else if (value.is_array()) {
+      for (size_t r = 0; r < value.size(); ++r) {
+        if (value[r].is_number()) out.emplace_back(fmt::format("{}/rank{}", key, r), value[r].get<double>());
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 MetricsRecorder::MetricsRecorder(const Config& cfg, const std::filesystem::path& run_dir,
@@ -51,6 +71,19 @@ MetricsRecorder::MetricsRecorder(const Config& cfg, const std::filesystem::path&
   if (comm_ && cfg.train.metrics_per_rank) {
     rank_metrics_.emplace(run_dir / fmt::format("metrics.rank{}.jsonl", comm_->rank()),
                           resumed_from);
+  }
+  // train.tensorboard: RUN_DIR/tensorboard holds rank 0's files (the job's figures); with
+  // tensorboard_ranks all, each rank writes its own into tensorboard/rank<N>/, one TensorBoard
+  // run per rank (a folder's files are merged into one run, where the ranks' figures of a step
+  // would collide). A resume trims each folder's events past the resumed step.
+  if (cfg.train.tensorboard && (main_ || cfg.train.tensorboard_ranks == "all")) {
+    fs::path dir = run_dir / "tensorboard";
+    std::string suffix;
+    if (comm_ && cfg.train.tensorboard_ranks == "all") {
+      dir /= fmt::format("rank{}", comm_->rank());
+      suffix = fmt::format(".rank{}", comm_->rank());
+    }
+    tensorboard_ = std::make_unique<TensorBoardWriter>(dir, suffix, resumed_from);
   }
   // memory.record_history: the allocator's events, dumped when the run ends (or runs out of
   // memory): CUDA's caching allocator's for PyTorch's memory viewer and `frugal report`, the
@@ -152,16 +185,63 @@ void MetricsRecorder::record(const StepStats& st) {
     record["comm_payload_bytes_per_step"] = payload / steps;
   }
   if (rank_metrics_) rank_metrics_->write(record.dump());
+  if (tensorboard_) {
+    // The resolved config once, at the first step this run records (a fenced block: the
+    // text plugin renders Markdown).
+    if (!config_logged_) {
+      tensorboard_->add_text("config", "```yaml\n" + to_yaml(cfg_) + "```\n", st.step);
+      config_logged_ = true;
+    }
+    // Ranks other than 0 write their own record, as metrics.rank<N>.jsonl has it; rank 0
+    // writes metrics.jsonl's, with every rank's figures, below.
+    if (!main_) {
+      tensorboard_->add_scalars(record_scalars(record), st.step);
+      tensorboard_->flush();
+    }
+  }
   if (comm_ && comm_->size() > 1) add_rank_figures(*comm_, record, st.seconds, mem);
   if (comm_) comm_->reset_traffic();
   last_record_step_ = st.step;
   if (metrics_) metrics_->write(record.dump());
+  if (tensorboard_ && main_) {
+    tensorboard_->add_scalars(record_scalars(record), st.step);
+    tensorboard_->flush();
+  }
   memory::reset_peaks(device_);
 }
 
 void MetricsRecorder::record_eval(int64_t step, double val_loss) {
   if (metrics_) metrics_->write(json{{"step", step}, {"val_loss", val_loss}}.dump());
+  if (tensorboard_) {
+    tensorboard_->add_scalar("val_loss", val_loss, step);
+    tensorboard_->flush();
+  }
   message(fmt::format("step {}: val loss {:.4f}", step, val_loss));
+}
+
+bool MetricsRecorder::histogram_step(int64_t step) const {
+  const int64_t every = cfg_.train.tensorboard_histograms_every;
+  return cfg_.train.tensorboard && every > 0 && step % every == 0;
+}
+
+bool MetricsRecorder::reads_gradients(int64_t step) const {
+  // Decided alike on every rank, writer or not, so that all run the step the same way.
+  return histogram_step(step) && !cfg_.optim.in_backward &&
+         !sharding_traits(cfg_.strategy.sharding.mode).shards_gradients;
+}
+
+void MetricsRecorder::note_gradients(const torch::nn::Module& model) {
+  if (tensorboard_) grad_norms_ = module_grad_norms(model);
+}
+
+void MetricsRecorder::record_histograms(const torch::nn::Module& model, int64_t step) {
+  if (!tensorboard_) return;
+  add_module_histograms(*tensorboard_, model, step);
+  std::vector<std::pair<std::string, double>> grads;
+  for (const auto& [name, norm] : grad_norms_) grads.emplace_back("grad_norm/" + name, norm);
+  tensorboard_->add_scalars(grads, step);
+  grad_norms_.clear();
+  tensorboard_->flush();
 }
 
 void MetricsRecorder::message(const std::string& text) {

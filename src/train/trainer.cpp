@@ -129,10 +129,14 @@ struct Trainer::Impl {
   // checkpoints as they were.
   StepStats step(const Batch& batch, MetricsRecorder& metrics) {
     const int64_t state_bytes = memory::snapshot(device).allocated;
+    const LossFn loss_fn = [this](const Batch& mb) { return model->batch_loss_sum(mb); };
     try {
-      return engine->step(batch, [this](const Batch& mb) {
-        return model->batch_loss_sum(mb);
-      });
+      if (!metrics.reads_gradients(engine->steps_done() + 1)) return engine->step(batch, loss_fn);
+      // TensorBoard's per-module gradient norms: read between the step's halves, before the
+      // update zeroes the gradients.
+      engine->forward_backward(batch, loss_fn);
+      metrics.note_gradients(*model);
+      return engine->optimizer_step();
     } catch (const c10::OutOfMemoryError& e) {
       metrics.stop();
       throw Error(out_of_memory_report(
@@ -212,6 +216,10 @@ TrainResult Trainer::run() {
     result.last_loss = st.loss;
     profiler.after_step(st.step);
     metrics.record(st);
+    if (metrics.histogram_step(st.step)) {
+      FullParameters full(s.engine->sharding());  // a collective: every rank takes part
+      metrics.record_histograms(*s.model, st.step);
+    }
     try {
       const std::string skipped = nonfinite.check(st, st.pipelined);
       if (!skipped.empty()) metrics.message(skipped);

@@ -219,3 +219,20 @@ TEST_CASE("config errors: validate() on a config built in code", "[config][bad_i
   c.model.size = "gpt-huge";
   CHECK(error_of([&] { frugal::validate(c); }).find("<config>: model.size: unknown value") == 0);
 }
+
+TEST_CASE("config errors: the tensorboard keys", "[config][bad_input][tensorboard]") {
+  CHECK(error_for("train: {tensorboard: maybe}\n") ==
+        "c.yaml:1:9: train.tensorboard: expected true or false, got 'maybe'");
+  CHECK(error_for("train: {tensorboard_ranks: rank0}\n") ==
+        "c.yaml:1:9: train.tensorboard_ranks: unknown value 'rank0' (expected one of: main, all)");
+  CHECK(error_for("train: {tensorboard_histograms_every: -1}\n") ==
+        "c.yaml:1:9: train.tensorboard_histograms_every: must be >= 0, got -1");
+  CHECK(error_for("", {"train.tensorboard_histograms_every=often"}) ==
+        "--set train.tensorboard_histograms_every: train.tensorboard_histograms_every: expected "
+        "an integer, got 'often'");
+  const frugal::Config c =
+      load_config_string("train: {tensorboard: true, tensorboard_ranks: all}\n", "c.yaml");
+  CHECK(c.train.tensorboard);
+  CHECK(c.train.tensorboard_ranks == "all");
+  CHECK(c.train.tensorboard_histograms_every == 0);
+}

@@ -1,7 +1,8 @@
 // The GPU machine's bundle (tools/gpu/bundle.sh; docs/gpu.md) is relocatable: built from this
 // build, copied elsewhere (the original removed), run with torch found through a second venv at
 // another path, its binaries load that torch and the bundle's own libraries, carry no absolute
-// RUNPATH, and its CPU tests, a training run and the GPU check's CPU dry run pass from there.
+// RUNPATH, and its CPU tests, a training run (TensorBoard's files too) and the GPU check's CPU
+// dry run pass from there.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <map>
@@ -100,11 +101,19 @@ TEST_CASE("the GPU bundle runs relocated, with torch from another venv",
   // The bundle's CPU tests, from the copy (they find its binaries and configs through run).
   auto tests = must(env + run + " bin/frugal_tests '[offload]~[slow],[config][unit]'");
   CHECK_THAT(tests.out, Catch::Contains("All tests passed"));
-  // A training run from the copy.
+  // A training run from the copy, with TensorBoard's event files: libfrugal loads their
+  // encoding library (libfrugal_tensorboard_events.so) from the bundle's lib/.
   const fs::path runs = dir / "runs";
   must(env + run + " bin/frugal train configs/tiny-gpt.yaml --set run.dir=" +
-       test::quote(runs.string()) + " --set train.progress=none --set generate.tokens=0");
+       test::quote(runs.string()) +
+       " --set train.progress=none --set generate.tokens=0 --set train.tensorboard=true");
   CHECK(fs::exists(runs / "tiny-gpt" / "metrics.jsonl"));
+  int event_files = 0;
+  for (const auto& e : fs::directory_iterator(runs / "tiny-gpt" / "tensorboard")) {
+    event_files += e.path().filename().string().rfind("events.out.tfevents.", 0) == 0 &&
+                   e.file_size() > 100;
+  }
+  CHECK(event_files == 1);
 
   // The GPU check's dry run on this CPU, from the copy: every row passes or says why it skipped.
   const fs::path out = dir / "gpu-out";

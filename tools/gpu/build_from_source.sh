@@ -56,6 +56,9 @@ else
     fail "yaml-cpp build (see yaml-cpp-build.log)"
 fi
 
+# protoc (the TensorBoard event schema's code generator) runs from the prefix at build time.
+export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
 # --- Build ----------------------------------------------------------------------------------
 say "configuring"
 build="$work/build"

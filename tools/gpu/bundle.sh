@@ -33,7 +33,8 @@ if [ -z "$build" ]; then
   build="$root/build"
 fi
 build=$(cd "$build" && pwd)
-for f in bin/frugal bin/frugal_tests bin/frugal_dist_worker lib/libfrugal.so; do
+for f in bin/frugal bin/frugal_tests bin/frugal_dist_worker lib/libfrugal.so \
+         lib/libfrugal_tensorboard_events.so; do
   [ -e "$build/$f" ] || { echo "bundle.sh: $build/$f missing (build it first)" >&2; exit 1; }
 done
 for tool in patchelf strip readelf objdump; do
@@ -52,7 +53,10 @@ cp "$build"/bin/frugal "$build"/bin/frugal_tests "$build"/bin/frugal_dist_worker
 cp -L "$build/lib/libfrugal.so" "$out/lib/libfrugal.so"
 soname=$(readelf -d "$out/lib/libfrugal.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 [ -n "$soname" ] && [ "$soname" != libfrugal.so ] && ln -s libfrugal.so "$out/lib/$soname"
-frugal_elves=("$out"/bin/* "$out/lib/libfrugal.so")
+# TensorBoard's event encoding: loaded by libfrugal from its own folder (dlopen), so no ldd
+# finds it.
+cp -L "$build/lib/libfrugal_tensorboard_events.so" "$out/lib/"
+frugal_elves=("$out"/bin/* "$out/lib/libfrugal.so" "$out/lib/libfrugal_tensorboard_events.so")
 strip --strip-unneeded "${frugal_elves[@]}"
 for f in "${frugal_elves[@]}"; do patchelf --set-rpath '$ORIGIN/../lib' "$f"; done
 

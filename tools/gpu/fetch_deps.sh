@@ -2,7 +2,7 @@
 # For tools/gpu/check.sh --from-source (the bundle, tools/gpu/bundle.sh, is the usual way).
 # Run HERE (the development machine, which has Debian's registry) before a GPU session: puts
 # what the GPU machine's build needs and cannot download (it has no package registry) into
-# third_party_gpu/ (git-ignored, ~2 MiB; pass it to the device tool as `carry`):
+# third_party_gpu/ (git-ignored, ~15 MiB; pass it to the device tool as `carry`):
 #   debs/  the header-only libraries (CLI11, nlohmann-json, Catch2, spdlog + fmt, Gloo's
 #          headers for c10d's ProcessGroupGloo) and
 #          yaml-cpp, as Debian .deb files, unpacked there with `dpkg -x` into a prefix
@@ -13,9 +13,13 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 dest="$root/third_party_gpu"
 # (pcre2, sentencepiece, utf8proc: the tokenizers; their .pc files are found through
 # CMAKE_PREFIX_PATH, which build_from_source.sh points at the unpacked prefix)
+# (protobuf, its compiler protoc and Boost's headers: TensorBoard's event files; protoc runs
+# there from the prefix, with its libraries through LD_LIBRARY_PATH; Boost is ~9 MiB)
 debs=(libcli11-dev nlohmann-json3-dev catch2 libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
       libyaml-cpp-dev libyaml-cpp0.7 libgloo-dev
-      libpcre2-dev libpcre2-8-0 libsentencepiece-dev libsentencepiece0 libutf8proc-dev libutf8proc2)
+      libpcre2-dev libpcre2-8-0 libsentencepiece-dev libsentencepiece0 libutf8proc-dev libutf8proc2
+      libprotobuf-dev libprotobuf-lite32 libprotobuf32 libprotoc32 protobuf-compiler
+      libboost1.74-dev)
 mkdir -p "$dest/debs" "$dest/src"
 cd "$dest/debs"
 for p in "${debs[@]}"; do

@@ -141,6 +141,15 @@ struct TrainConfig {
   // (train/nonfinite_guard.h).
   std::string on_nonfinite = "skip";
   int64_t max_nonfinite_steps = 20;
+  // TensorBoard event files under RUN_DIR/tensorboard (train/tensorboard.h): every number of
+  // metrics.jsonl's records as a scalar of the same tag, the resolved config as text.
+  bool tensorboard = false;
+  // main: rank 0 writes the job's figures (metrics.jsonl's); all: every rank writes its own,
+  // in tensorboard/rank<N>/ (TensorBoard shows a folder as one run).
+  std::string tensorboard_ranks = "main";
+  // Every N steps, per module: a histogram of the parameters, the parameters' norm and the
+  // gradients' norm; 0 = none.
+  int64_t tensorboard_histograms_every = 0;
   ProfileConfig profile;
 };
 

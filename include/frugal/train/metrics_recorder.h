@@ -1,11 +1,14 @@
 // What a run tells as it goes: the progress line, metrics.jsonl (rank 0's, with every rank's
 // step time and memory peaks gathered into it), metrics.rank<r>.jsonl
 // (train.metrics_per_rank), the allocator history (memory.record_history) and the
-// memory summary at the end. Every rank calls record() at every step: the gathering is a
-// collective.
+// memory summary at the end, and TensorBoard's event files (train.tensorboard): every number
+// of each record as a scalar of the same tag, the resolved config as text, and per-module
+// histograms every train.tensorboard_histograms_every steps. Every rank calls record() at
+// every step: the gathering is a collective.
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +18,7 @@
 #include "frugal/engine/engine.h"
 #include "frugal/train/metrics.h"
 #include "frugal/train/progress.h"
+#include "frugal/train/tensorboard.h"
 #include "frugal/train/throughput.h"
 
 namespace frugal {
@@ -31,6 +35,17 @@ class MetricsRecorder {
   void set_model_flops(double flops_per_token, int64_t tokens_per_sample);
   void record(const StepStats& st);
   void record_eval(int64_t step, double val_loss);
+  // train.tensorboard_histograms_every: whether `step` has per-module histograms (the same on
+  // every rank: under zero3 every rank joins the gathering of whole parameters for them), and
+  // whether its gradients are read, which needs the step in two halves
+  // (Engine::forward_backward, note_gradients, Engine::optimizer_step): not where gradients
+  // are sharded or freed in backward (optim.in_backward).
+  bool histogram_step(int64_t step) const;
+  bool reads_gradients(int64_t step) const;
+  // The per-module gradient norms, between the step's halves.
+  void note_gradients(const torch::nn::Module& model);
+  // The histograms and norms of `step`, after its update (whole parameters in place).
+  void record_histograms(const torch::nn::Module& model, int64_t step);
   // A line that does not tear the progress bar.
   void message(const std::string& text);
   // Ends the progress line and writes the allocator history (also before an error).
@@ -52,6 +67,9 @@ class MetricsRecorder {
   int64_t tokens_per_sample_ = 0;
   int64_t last_record_step_ = 0;
   bool stopped_ = false;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;  // train.tensorboard, on the ranks that write
+  bool config_logged_ = false;
+  std::map<std::string, double> grad_norms_;  // note_gradients' figures, until recorded
 };
 
 }  // namespace frugal
