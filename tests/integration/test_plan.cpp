@@ -35,7 +35,10 @@ TEST_CASE("frugal plan predicts each combination's peak within 15% of the measur
       o.gpus = 1;
       double worst = 0;
       for (const auto& row : memory::plan(cfg, profile, o)) {
-        if (row.micro_batch > 2 * cfg.data.micro_batch_size) continue;  // keep the test short
+        // Keep the test short: the default's model is 30x the tiny one, so it is checked at
+        // its own micro-batch and below.
+        const int64_t largest = (config == "configs/default.yaml" ? 1 : 2) * cfg.data.micro_batch_size;
+        if (row.micro_batch > largest) continue;
         Config c = cfg;
         c.strategy.precision = row.precision;
         c.strategy.checkpointing.policy = row.checkpointing;

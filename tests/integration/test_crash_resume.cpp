@@ -1,0 +1,155 @@
+// Crash and resume: `frugal train` killed with SIGKILL at random moments (in a step, in a
+// checkpoint's write, in the start-up), then run again with run.resume: auto until it
+// finishes, ends with a final checkpoint byte for byte equal to an uninterrupted run's:
+// parameters, optimizer state, loss scaler, random generators and data position all came back
+// exactly from whichever checkpoint was the newest complete one. A single process, and world
+// 2 under `frugal launch` with zero3 (sharded checkpoints).
+//
+// FRUGAL_CRASH_TRIALS sets the trials per case (CI: 3; tools/fault_trials.sh runs more).
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "support/cli.h"
+#include "support/helpers.h"
+
+namespace fs = std::filesystem;
+using namespace frugal;
+
+namespace {
+
+int trials_per_case() {
+  const char* v = std::getenv("FRUGAL_CRASH_TRIALS");
+  return v != nullptr && *v != '\0' ? std::max(1, std::atoi(v)) : 3;
+}
+
+// Every file under a checkpoint directory, by relative path, with its bytes; meta.json by
+// what it says of the training state (its config names the run, so its bytes and the
+// manifest's hash of them differ between runs).
+std::map<std::string, std::string> files_of(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    const std::string file = fs::relative(e.path(), dir).string();
+    if (file == "manifest.json") continue;
+    std::string bytes = test::read_text(e.path());
+    if (file == "meta.json") {
+      nlohmann::json meta = nlohmann::json::parse(bytes);
+      meta.erase("config");
+      bytes = meta.dump();
+    }
+    out[file] = std::move(bytes);
+  }
+  return out;
+}
+
+fs::path final_checkpoint(const fs::path& run, int steps) {
+  return run / "checkpoints" / fmt::format("step_{:08d}", steps);
+}
+
+struct CrashCase {
+  std::string prefix;  // "" or "launch --nproc-per-node 2 --master-port 0"
+  std::string args;    // the training run's settings
+  int steps;
+};
+
+// One uninterrupted run, then trials of kill-and-resume; returns the kills that landed.
+int run_trials(const CrashCase& c, const test::TempDir& dir) {
+  const std::string base = c.prefix + " train --set run.dir=" + test::quote(dir.path().string()) +
+                           " --set run.resume=auto " + c.args;
+  const auto started = std::chrono::steady_clock::now();
+  auto ref = test::frugal(base + " --set run.name=reference", 300);
+  const double duration =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  INFO(ref.out << ref.err);
+  REQUIRE(ref.exit_code == 0);
+  const auto expected = files_of(final_checkpoint(dir / "reference", c.steps));
+  REQUIRE(expected.size() >= 2);
+
+  std::mt19937 rng(20261201);
+  std::uniform_real_distribution<double> moment(0.05, 1.0);
+  int kills = 0;
+  for (int trial = 0; trial < trials_per_case(); ++trial) {
+    const std::string name = fmt::format("trial{}", trial);
+    const std::string run = base + " --set run.name=" + name;
+    // Up to three kills per trial, each at a random moment of a whole run's duration; then
+    // a run left alone to finish. A run killed before its first checkpoint left nothing to
+    // resume: it is started over (run.overwrite), as its user would.
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      const bool kill = attempt < 3;
+      const bool nothing_saved = !fs::exists(dir / name / "checkpoints") ||
+                                 fs::is_empty(dir / name / "checkpoints");
+      const std::string cmd =
+          (kill ? fmt::format("timeout -s KILL {:.2f} ", moment(rng) * duration) : std::string()) +
+          test::quote(test::frugal_binary()) + " " + run +
+          (fs::exists(dir / name) && nothing_saved ? " --set run.overwrite=true" : "");
+      auto r = test::run_command(cmd, 300);
+      INFO("trial " << trial << " attempt " << attempt << ": " << r.out << r.err);
+      if (r.exit_code == 137) {
+        ++kills;
+        continue;
+      }
+      REQUIRE(r.exit_code == 0);
+      break;
+    }
+    const fs::path last = final_checkpoint(dir / name, c.steps);
+    REQUIRE(fs::exists(last));
+    const auto got = files_of(last);
+    REQUIRE(got.size() == expected.size());
+    for (const auto& [file, bytes] : expected) {
+      INFO("trial " << trial << ": " << file);
+      REQUIRE(got.count(file) == 1);
+      CHECK(got.at(file) == bytes);
+    }
+  }
+  return kills;
+}
+
+}  // namespace
+
+TEST_CASE("killed at random moments and resumed, a run ends bit-identical to an uninterrupted one",
+          "[integration][reliability][resume]") {
+  test::TempDir dir("frugal-crash");
+  // Dropout, shuffled data from worker threads, AdamW, a checkpoint every other step.
+  const CrashCase single{
+      "",
+      "--set model.n_layer=2 --set model.n_embd=32 --set model.n_head=2 --set model.block_size=16"
+      " --set model.vocab_size=64 --set model.dropout=0.1 --set data.type=synthetic"
+      " --set data.synthetic_samples=256 --set data.micro_batch_size=4 --set data.num_workers=2"
+      " --set optim.type=adamw --set train.max_steps=30 --set train.checkpoint_every=2"
+      " --set train.keep_last=2 --set train.eval_batches=0 --set train.progress=none"
+      " --set generate.tokens=0",
+      30};
+  const int kills = run_trials(single, dir);
+  WARN(trials_per_case() << " trials, " << kills << " SIGKILLs survived (single process)");
+  CHECK(kills >= trials_per_case());  // most attempts land inside the run
+}
+
+TEST_CASE("world 2 under frugal launch with zero3: killed and resumed, bit-identical",
+          "[integration][reliability][resume][multiproc]") {
+  test::TempDir dir("frugal-crash-zero3");
+  const CrashCase zero3{
+      "launch --nproc-per-node 2 --master-port 0",
+      "--set model.n_layer=2 --set model.n_embd=32 --set model.n_head=2 --set model.block_size=16"
+      " --set model.vocab_size=64 --set data.type=synthetic --set data.synthetic_samples=256"
+      " --set data.micro_batch_size=2 --set data.num_workers=0 --set optim.type=adamw"
+      " --set strategy.sharding.mode=zero3 --set distributed.timeout_s=30"
+      " --set train.max_steps=16 --set train.checkpoint_every=2 --set train.keep_last=2"
+      " --set train.eval_batches=0 --set train.progress=none --set generate.tokens=0",
+      16};
+  const int kills = run_trials(zero3, dir);
+  WARN(trials_per_case() << " trials, " << kills << " SIGKILLs survived (world 2, zero3)");
+  CHECK(kills >= trials_per_case());
+  // No rank outlives its launcher's kill.
+  // ("[/]tmp/...": the pattern matches the ranks' command lines, not this shell's own.)
+  const std::string path = dir.path().string();
+  auto left = test::run_command(
+      "pgrep -af " + test::quote("[" + path.substr(0, 1) + "]" + path.substr(1)) + " || true", 30);
+  INFO(left.out);
+  CHECK(left.out.empty());
+}
