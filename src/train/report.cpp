@@ -246,16 +246,8 @@ std::string history_charts(const std::vector<RunData>& runs) {
                 .y_from_zero = true};
     c.lines.push_back({.label = "live", .color = run_color(i), .x = m.t, .y = m.live});
     c.bands = m.ranges;
-    // The legend in the rows' order: by when each kind of range first starts.
-    std::map<std::string, double> first;
-    for (const auto& b : m.ranges) {
-      auto [it, fresh] = first.emplace(b.name, b.start);
-      if (!fresh) it->second = std::min(it->second, b.start);
-    }
-    std::vector<std::pair<double, std::string>> order;
-    for (const auto& [name, start] : first) order.emplace_back(start, name);
-    std::sort(order.begin(), order.end());
-    for (const auto& [start, name] : order) {
+    // The legend in the rows' order.
+    for (const auto& name : report::band_names_by_first_start(m.ranges)) {
       c.legend.push_back({name, report::phase_color(name), false});
     }
     out += report::render_chart(c);

@@ -104,17 +104,10 @@ std::string svg_body(const ChartSpec& spec, bool log_y, const chart::Scale& xs_s
     yt = chart::linear_ticks(y0, y1, 6, true);
   }
   const Mapping m{xt.lo, xt.hi, yt.lo, yt.hi, log_y};
-  // Band rows in the order their names first start (data_wait, micro_step, forward, ...).
-  std::map<std::string, double> first_start;
-  for (const auto& b : spec.bands) {
-    auto [it, fresh] = first_start.emplace(b.name, b.start);
-    if (!fresh) it->second = std::min(it->second, b.start);
-  }
-  std::vector<std::pair<double, std::string>> order;
-  for (const auto& [name, start] : first_start) order.emplace_back(start, name);
-  std::sort(order.begin(), order.end());
   std::map<std::string, int> rows;
-  for (const auto& [start, name] : order) rows.emplace(name, static_cast<int>(rows.size()));
+  for (const auto& name : band_names_by_first_start(spec.bands)) {
+    rows.emplace(name, static_cast<int>(rows.size()));
+  }
   const double height = kBottom + kAxisSpace + kBandRow * static_cast<double>(rows.size()) + 4;
 
   std::string svg = fmt::format(
@@ -279,6 +272,20 @@ std::string phase_color(const std::string& name) {
   size_t h = 0;
   for (char c : name) h = h * 31 + static_cast<unsigned char>(c);
   return others[h % 5];
+}
+
+std::vector<std::string> band_names_by_first_start(const std::vector<Band>& bands) {
+  std::map<std::string, double> first_start;
+  for (const auto& b : bands) {
+    auto [it, fresh] = first_start.emplace(b.name, b.start);
+    if (!fresh) it->second = std::min(it->second, b.start);
+  }
+  std::vector<std::pair<double, std::string>> order;
+  for (const auto& [name, start] : first_start) order.emplace_back(start, name);
+  std::sort(order.begin(), order.end());
+  std::vector<std::string> names;
+  for (auto& entry : order) names.push_back(std::move(entry.second));
+  return names;
 }
 
 std::string render_chart(const ChartSpec& spec) {

@@ -47,6 +47,10 @@ struct ChartSpec {
 
 std::string render_chart(const ChartSpec& spec);
 
+// The bands' distinct names, by when each first starts (data_wait, micro_step, forward, ...):
+// the order of the timeline's rows and of its legend.
+std::vector<std::string> band_names_by_first_start(const std::vector<Band>& bands);
+
 // Keeps a series drawable: at most about `columns` points, each column's lowest and highest
 // (so a peak survives); a series already that short is returned as it is.
 void envelope(std::vector<double>& x, std::vector<double>& y, size_t columns);
