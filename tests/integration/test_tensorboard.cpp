@@ -6,6 +6,7 @@
 // its metrics.rank<N>.jsonl.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -131,6 +132,46 @@ TEST_CASE("tensorboard: every metrics.jsonl number, the config and histograms, t
   // The config again at the resumed run's first step.
   CHECK(tb["raw"]["steps"]["config"] == json::parse("[1, 5]"));
   check_scalars_match(jsonl_records(run_dir / "metrics.jsonl"), tb);
+
+  // TensorBoard's own server over the folder: its HTTP API serves the loss of every step as
+  // metrics.jsonl has it, and its web page, drawn by headless Chromium, shows the chart.
+  const auto shot = runs / "tensorboard.png";
+  const test::CommandResult served = test::run_command(
+      test::python() + " " +
+          test::quote((test::source_dir() / "tests/python/tensorboard_server.py").string()) +
+          " " + test::quote((run_dir / "tensorboard").string()) + " loss " +
+          test::quote(shot.string()),
+      240);
+  INFO(served.out << served.err);
+  REQUIRE(served.exit_code == 0);
+  const json api = json::parse(served.out);
+  REQUIRE(api["runs"] == json::parse(R"(["."])"));
+  const json& loss = api["scalars"]["."];
+  std::vector<json> records;  // the training steps' (evaluations have records of their own)
+  for (const auto& r : jsonl_records(run_dir / "metrics.jsonl")) {
+    if (r.contains("loss")) records.push_back(r);
+  }
+  REQUIRE(loss.size() == records.size());
+  for (size_t i = 0; i < records.size(); ++i) {
+    CHECK(loss[i][0] == records[i]["step"]);
+    CHECK(loss[i][1].get<double>() ==
+          static_cast<double>(static_cast<float>(records[i]["loss"].get<double>())));
+  }
+  CHECK(api["screenshot"]["exit_code"] == 0);
+  REQUIRE(std::filesystem::exists(shot));
+  const test::CommandResult stats = test::run_command(
+      test::python() + " " + test::quote((test::source_dir() / "tests/python/png_stats.py").string()) +
+      " " + test::quote(shot.string()));
+  INFO(stats.out << stats.err);
+  REQUIRE(stats.exit_code == 0);
+  const json png = json::parse(stats.out);
+  CHECK(png["non_white"].get<double>() > 0.02);  // the page drew (not a blank window)
+  CHECK(png["colors"].get<int>() > 50);
+  // FRUGAL_DOC_IMAGES=docs/images keeps the screenshot for docs/observability.md.
+  if (const char* keep = std::getenv("FRUGAL_DOC_IMAGES"); keep != nullptr && *keep != '\0') {
+    std::filesystem::copy_file(shot, std::filesystem::path(keep) / "tensorboard-scalars.png",
+                               std::filesystem::copy_options::overwrite_existing);
+  }
 }
 
 TEST_CASE("tensorboard: tensorboard_ranks all writes one folder per rank under frugal launch",
