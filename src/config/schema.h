@@ -140,6 +140,8 @@ void for_each_field(C& c, Visit&& visit) {
   visit("strategy.offload", "optimizer", c.strategy.offload.optimizer);
   visit("strategy.offload", "params", c.strategy.offload.params);
   visit("strategy.offload", "pin_memory", c.strategy.offload.pin_memory);
+  visit("strategy.offload", "activations", c.strategy.offload.activations);
+  visit("strategy.offload", "activation_prefetch", c.strategy.offload.activation_prefetch);
 
   visit("memory", "monitor_every", c.memory.monitor_every);
   visit("memory", "empty_cache_every", c.memory.empty_cache_every);

@@ -286,6 +286,7 @@ void check_strategy(const Checker& c, const StrategyConfig& s) {
   c.one_of(s.sharding.reduce_dtype, {"auto", "fp32", "bf16", "fp16"},
            "strategy.sharding.reduce_dtype");
   c.at_least<int64_t>(s.sharding.prefetch, 0, "strategy.sharding.prefetch");
+  c.at_least<int64_t>(s.offload.activation_prefetch, 0, "strategy.offload.activation_prefetch");
   if (s.offload.params) {
     c.require(s.sharding.mode == "zero3", "strategy.offload.params",
               "needs strategy.sharding.mode zero3 (only zero3 shards the parameters), got '" +

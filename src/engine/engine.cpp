@@ -13,6 +13,7 @@
 #include "frugal/optim/fused_adam.h"
 #include "frugal/strategy/offload.h"
 #include "frugal/optim/optimizer.h"
+#include "frugal/strategy/activation_offload.h"
 #include "frugal/strategy/checkpointing.h"
 #include "frugal/strategy/in_backward_update.h"
 #include "frugal/util/error.h"
@@ -79,9 +80,15 @@ void Engine::setup(std::shared_ptr<torch::nn::Module> model,
     }
     apply_checkpointing(*model_, ckpt, block_lists_);
   }
+  const OffloadConfig& offload = options_.strategy.offload;
+  // Activation offload changes what checkpointing keeps, or wraps the blocks at its layer.
+  if (offload.activations) {
+    activation_offload_ =
+        std::make_shared<ActivationOffload>(offload.activation_prefetch, offload.pin_memory);
+    apply_activation_offload(*model_, activation_offload_, block_lists_);
+  }
   // Then sharding, outside checkpointing.
   if (!sharding_) sharding_ = make_sharding(options_.strategy.sharding, comm_);
-  const OffloadConfig& offload = options_.strategy.offload;
   if (offload.params) sharding_->set_offload_params(offload.pin_memory);  // zero3's
   sharding_->setup(ShardingSetup{*model_, *optimizer_, block_lists_});
   // What the optimizer steps: the model's parameters, or this rank's shards of them; their
@@ -278,6 +285,10 @@ StepStats Engine::optimizer_step() {
 
   stats.step = steps_done_;
   stats.loss_scale = precision_.loss_scale();
+  if (activation_offload_) {
+    stats.activation_host_peak_bytes = activation_offload_->stats().host_peak_bytes;
+    activation_offload_->reset_peak();
+  }
   stats.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - pending_.start).count();
   stats.phases = trace::take_phase_times();

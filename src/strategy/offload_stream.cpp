@@ -77,6 +77,10 @@ void wait_on_current(c10::Device device, const std::shared_ptr<Marker>& marker) 
   trace(TraceEvent::kWait, marker->id);
 }
 
+void keep_for_current_stream(const at::Tensor& t) {
+  if (t.is_cuda()) t.record_stream(c10::cuda::getCurrentCUDAStream(t.device().index()));
+}
+
 PageSpan page_span(uintptr_t address, int64_t bytes, int64_t page_size) {
   PageSpan span;
   span.skip = static_cast<int64_t>((page_size - address % page_size) % page_size);

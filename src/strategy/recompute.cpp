@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "frugal/strategy/activation_offload.h"
 #include "frugal/util/error.h"
 #include "frugal/util/trace.h"
 #include "replay_state.h"
@@ -34,7 +35,12 @@ struct SavedShape {
 struct Frame {
   Fn fn;
   at::Tensor input;  // detached: the one activation a checkpoint keeps
+  // With activation offload, the input waits in host memory instead (input is undefined).
+  std::shared_ptr<ActivationOffload> offload;
+  ActivationOffload::Handle stashed;
   bool input_requires_grad = false;
+  // The input's version counter (not the tensor: it must not keep an offloaded input alive).
+  c10::VariableVersion version_counter{c10::VariableVersion::DISABLED};
   uint32_t input_version = 0;
   detail::RngState rng;
   detail::AutocastState autocast;
@@ -100,14 +106,14 @@ class RecomputeHooks final : public torch::autograd::SavedVariableHooks {
 };
 
 void Frame::recompute() {
-  if (input._version() != input_version) {
+  if (version_counter.enabled() && version_counter.current_version() != input_version) {
     throw Error("activation checkpointing: the input of a checkpointed function was modified in "
                 "place after its forward; the recomputation would not see the same values");
   }
   trace::Range range("recompute");
   recomputed.assign(saved.size(), at::Tensor());
   filled = 0;
-  at::Tensor x = input.detach();
+  at::Tensor x = stashed ? offload->fetch(stashed) : input.detach();
   x.requires_grad_(input_requires_grad);  // the same ops save the same tensors
   {
     detail::RngReplay rng_replay(rng);  // puts the generators' current state back on exit
@@ -131,13 +137,24 @@ void Frame::recompute() {
 
 at::Tensor checkpoint(const std::function<at::Tensor(const at::Tensor&)>& fn,
                       const at::Tensor& input) {
+  return checkpoint(fn, input, nullptr);
+}
+
+at::Tensor checkpoint(const std::function<at::Tensor(const at::Tensor&)>& fn,
+                      const at::Tensor& input, const std::shared_ptr<ActivationOffload>& offload) {
   // Nothing will be backpropagated (evaluation, no_grad): nothing to save or recompute. Inside
   // another checkpointed function (or its recomputation) that one's hooks take every tensor.
   if (!at::GradMode::is_enabled() || detail::SavedTensorHooksScope::active()) return fn(input);
   auto frame = std::make_shared<Frame>();
   frame->fn = fn;
-  frame->input = input.detach();
+  if (offload) {
+    frame->offload = offload;
+    frame->stashed = offload->stash(input.detach());
+  } else {
+    frame->input = input.detach();
+  }
   frame->input_requires_grad = input.requires_grad();
+  frame->version_counter = input.unsafeGetTensorImpl()->version_counter();
   frame->input_version = input._version();
   // The input's CUDA generator is the one dropout on that device draws from.
   frame->rng =

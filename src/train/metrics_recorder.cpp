@@ -171,6 +171,9 @@ void MetricsRecorder::record(const StepStats& st) {
   }
   record["host_rss_bytes"] = mem.host_rss;
   record["host_rss_peak_bytes"] = mem.host_rss_peak;
+  if (st.activation_host_peak_bytes >= 0) {
+    record["offload_activations_host_peak_bytes"] = st.activation_host_peak_bytes;
+  }
   run_peak_ = std::max(run_peak_, mem.allocated_peak);
   if (comm_) {
     // What this rank's collectives moved per step since the previous record (the training

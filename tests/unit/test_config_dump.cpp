@@ -165,6 +165,7 @@ TEST_CASE("config: fingerprint follows what changes the training numbers", "[con
   CHECK_FALSE(changed([](Config& c) { c.strategy.accumulation = 2; }));
   CHECK_FALSE(changed([](Config& c) { c.strategy.sharding.mode = "zero3"; }));
   CHECK_FALSE(changed([](Config& c) { c.strategy.offload.optimizer = true; }));
+  CHECK_FALSE(changed([](Config& c) { c.strategy.offload.activations = true; }));
   CHECK_FALSE(changed([](Config& c) { c.source = "elsewhere.yaml"; }));
   // Memory-only: resuming may turn them on or off (test_config_nested.cpp has each key).
   CHECK_FALSE(changed([](Config& c) { c.strategy.checkpointing.policy = "full"; }));

@@ -230,6 +230,8 @@ TEST_CASE("config nested: to_yaml writes sub-sections as nested maps and reads t
         "    optimizer: false\n"
         "    params: false\n"
         "    pin_memory: true\n"
+        "    activations: false\n"
+        "    activation_prefetch: 1\n"
         "memory:\n"
         "  monitor_every: 0\n"
         "  empty_cache_every: 0\n"

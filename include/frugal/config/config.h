@@ -204,6 +204,10 @@ struct ShardingConfig {
 struct OffloadConfig {
   bool optimizer = false;  // fp32 master weights and optimizer state on the host; host step
   bool params = false;     // zero3: the parameter shards themselves on the host
+  // Activations backward needs, in host memory until backward (strategy/activation_offload.h):
+  // checkpointed units' inputs, or without checkpointing what every block saves.
+  bool activations = false;
+  int64_t activation_prefetch = 1;  // entries brought back ahead of backward
   bool pin_memory = true;  // page-locked host buffers when CUDA is present
 };
 

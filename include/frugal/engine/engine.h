@@ -41,6 +41,7 @@
 namespace frugal {
 
 class OptimizerOffload;
+class ActivationOffload;
 
 // Returns the SUM of per-target losses of one micro-batch (e.g. frugal::cross_entropy_sum).
 using LossFn = std::function<at::Tensor(const Batch& micro_batch)>;
@@ -64,6 +65,8 @@ struct StepStats {
   // shards); empty otherwise.
   std::string nonfinite_gradient;
   bool pipelined = false;  // the update ran during backward (it could not be skipped)
+  // strategy.offload.activations: the host copies' peak bytes during this step (-1: off).
+  int64_t activation_host_peak_bytes = -1;
 };
 
 // The first parameter of `model`, in its order, whose gradient holds an inf or NaN ("" if
@@ -143,6 +146,8 @@ class Engine {
   const OptimizerOffload* offload() const;
   // The step object in use (the plain update, offload's, or optim.in_backward's), after setup.
   const OptimizerUpdate* update() const { return update_.get(); }
+  // strategy.offload.activations' offloader, for its figures (null when off).
+  const ActivationOffload* activation_offload() const { return activation_offload_.get(); }
 
  private:
   StepStats run_backward(const Batch& batch, const LossFn& loss_sum_fn, bool allow_pipeline);
@@ -164,6 +169,7 @@ class Engine {
   std::shared_ptr<dist::Communicator> comm_;
   std::shared_ptr<Sharding> sharding_;
   std::shared_ptr<OptimizerUpdate> update_;  // where and when the update runs
+  std::shared_ptr<ActivationOffload> activation_offload_;
   std::shared_ptr<torch::nn::Module> model_;
   std::shared_ptr<torch::optim::Optimizer> optimizer_;
   std::shared_ptr<const LrSchedule> schedule_;

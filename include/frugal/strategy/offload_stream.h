@@ -29,6 +29,9 @@ std::shared_ptr<Marker> on_side_stream(c10::Device device, const std::shared_ptr
                                        const std::function<void()>& copies, bool wait_host);
 // `device`'s current stream waits for `marker` (no-op when null or on the CPU).
 void wait_on_current(c10::Device device, const std::shared_ptr<Marker>& marker);
+// Inside on_side_stream's copies: the caching allocator must not hand `t`'s memory to another
+// tensor before the current (side) stream is done with it (record_stream; no-op on the CPU).
+void keep_for_current_stream(const at::Tensor& t);
 
 // Whole pages to lock for `bytes` bytes of an allocation starting at `address`: skip the bytes
 // up to the first page boundary, then lock `locked` bytes (a page-locked range must not share a

@@ -28,11 +28,18 @@
 #include <ATen/core/Tensor.h>
 
 #include <functional>
+#include <memory>
 
 namespace frugal {
+
+class ActivationOffload;
 
 // y = fn(input), recomputed in backward. input and y: any shape.
 at::Tensor checkpoint(const std::function<at::Tensor(const at::Tensor&)>& fn,
                       const at::Tensor& input);
+// The same, keeping the input in host memory until the recompute needs it
+// (strategy/activation_offload.h); a null `offload` keeps it on its device.
+at::Tensor checkpoint(const std::function<at::Tensor(const at::Tensor&)>& fn,
+                      const at::Tensor& input, const std::shared_ptr<ActivationOffload>& offload);
 
 }  // namespace frugal
