@@ -172,14 +172,14 @@ void stop_and_resume(const Runner& r, const std::string& name, uint64_t bytes, i
 TEST_CASE("a save stopped after byte N keeps the previous checkpoint; resumed, bit-identical",
           "[integration][reliability]") {
   test::TempDir dir("frugal-save-faults");
-  const int steps = 12;
+  const int steps = 8;
   const Runner r{"", dir.path(), kSingle + fmt::format(" --set train.max_steps={}", steps) +
                                      " --set train.keep_last=2"};
   auto ref = r.run("reference");
   INFO(ref.out << ref.err);
   REQUIRE(ref.exit_code == 0);
   const fs::path reference = step_dir(dir / "reference", steps);
-  // Six saves of about this size; the stops fall anywhere in them but the last bytes.
+  // Four saves of about this size; the stops fall anywhere in them but the last bytes.
   const uint64_t per_save = save_bytes(reference);
   std::mt19937_64 rng(20261201);
   std::uniform_int_distribution<uint64_t> byte(1, per_save * (steps / 2) - 64);
