@@ -109,9 +109,11 @@ Manifest read_manifest(const fs::path& cdir) {
   // later meets only the types it expects.
   if (!m.json.is_object()) throw corrupt("not a JSON object");
   if (m.json.contains("step") && !m.json["step"].is_number_integer()) throw corrupt("step");
-  if (m.json.contains("sharded") && !(m.json["sharded"].is_object() &&
-                                      m.json["sharded"].value("world_size", nlohmann::json()).is_number_integer())) {
-    throw corrupt("sharded.world_size");
+  if (m.json.contains("sharded")) {
+    const auto& sharded = m.json["sharded"];
+    if (!sharded.is_object() || !sharded.value("world_size", nlohmann::json()).is_number_integer()) {
+      throw corrupt("sharded.world_size");
+    }
   }
   if (m.json.contains("files")) {
     if (!m.json["files"].is_object()) throw corrupt("files");
