@@ -150,8 +150,9 @@ std::vector<std::string> error_lines(const std::string& err) {
 
 // Stops every save of a run after `bytes` in total, then resumes it (run.resume: auto) to the
 // end; checks what the stop left and that the end equals the reference.
-void stop_and_resume(const Runner& r, const std::string& name, uint64_t bytes, int steps,
-                     const fs::path& reference) {
+// Returns the step of the checkpoint the resume started from (0: none, started over).
+int stop_and_resume(const Runner& r, const std::string& name, uint64_t bytes, int steps,
+                    const fs::path& reference) {
   auto stopped = r.run(name, fmt::format("FRUGAL_FAULT_SAVE_EXIT_AFTER_BYTES={}", bytes));
   INFO("stopped after byte " << bytes << ": " << stopped.out << stopped.err);
   REQUIRE(stopped.exit_code == kFaultExit);  // the hook fired, so inside a save's write
@@ -165,11 +166,12 @@ void stop_and_resume(const Runner& r, const std::string& name, uint64_t bytes, i
   if (newest) CHECK_THAT(resumed.out + resumed.err, Catch::Contains("resumed from " + newest->string()));
   check_identical(reference, step_dir(run, steps));
   CHECK(litter(run).empty());
+  return newest ? std::stoi(newest->filename().string().substr(5)) : 0;
 }
 
 }  // namespace
 
-TEST_CASE("a save stopped after byte N keeps the previous checkpoint; resumed, bit-identical",
+TEST_CASE("a save stopped after byte N keeps the previous checkpoint, and resumed ends bit-identical",
           "[integration][reliability]") {
   test::TempDir dir("frugal-save-faults");
   const int steps = 8;
@@ -183,12 +185,16 @@ TEST_CASE("a save stopped after byte N keeps the previous checkpoint; resumed, b
   const uint64_t per_save = save_bytes(reference);
   std::mt19937_64 rng(20261201);
   std::uniform_int_distribution<uint64_t> byte(1, per_save * (steps / 2) - 64);
+  std::string stops;
   for (int trial = 0; trial < 5; ++trial) {
-    stop_and_resume(r, fmt::format("stop{}", trial), byte(rng), steps, reference);
+    const uint64_t at = byte(rng);
+    const int from = stop_and_resume(r, fmt::format("stop{}", trial), at, steps, reference);
+    stops += fmt::format(" byte {} (resumed from step {})", at, from);
   }
+  WARN("5 saves stopped, single process, " << per_save << " bytes a save:" << stops);
 }
 
-TEST_CASE("world 2 zero3 under launch: a save stopped after byte N; resumed, bit-identical",
+TEST_CASE("world 2 zero3 under launch: a save stopped after byte N, resumed, ends bit-identical",
           "[integration][reliability][multiproc]") {
   test::TempDir dir("frugal-save-faults-zero3");
   const int steps = 8;
@@ -203,9 +209,13 @@ TEST_CASE("world 2 zero3 under launch: a save stopped after byte N; resumed, bit
   const uint64_t rank0 = save_bytes(reference, shard_file_name(1, 2));
   std::mt19937_64 rng(20261202);
   std::uniform_int_distribution<uint64_t> byte(1, rank0 * (steps / 2) - 64);
+  std::string stops;
   for (int trial = 0; trial < 3; ++trial) {
-    stop_and_resume(r, fmt::format("stop{}", trial), byte(rng), steps, reference);
+    const uint64_t at = byte(rng);
+    const int from = stop_and_resume(r, fmt::format("stop{}", trial), at, steps, reference);
+    stops += fmt::format(" byte {} (resumed from step {})", at, from);
   }
+  WARN("3 saves stopped, world 2 zero3, " << rank0 << " bytes a save on rank 0:" << stops);
 }
 
 TEST_CASE("a bit-flipped or truncated newest checkpoint: resume auto falls back, resume=DIR fails",
