@@ -12,7 +12,9 @@
 #include <cstdlib>
 
 #include "c10d_group.h"
+#include "store_socket.h"
 #include "frugal/util/error.h"
+#include "frugal/util/log.h"
 #include "frugal/util/trace.h"
 
 namespace frugal::dist {
@@ -170,6 +172,15 @@ std::shared_ptr<Communicator> init_from_env(const DistributedConfig& cfg, const 
     opts.numWorkers = info.agent_store ? std::nullopt : std::optional<size_t>(info.world_size);
     opts.waitWorkers = !info.agent_store;
     opts.timeout = timeout;
+    if (opts.isServer) {
+      bool numeric = false;
+      opts.masterListenFd = detail::listen_for_store(info.master_addr, info.master_port, numeric);
+      if (!opts.masterListenFd && numeric) {
+        log::warn(fmt::format("distributed: MASTER_ADDR {} is not an address of this machine; the "
+                              "store listens on port {} of every interface",
+                              info.master_addr, info.master_port));
+      }
+    }
     try {
       store = c10::make_intrusive<c10d::TCPStore>(info.master_addr, opts);
     } catch (const std::exception& e) {

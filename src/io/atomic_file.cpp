@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "fd.h"
+#include "save_faults.h"
 #include "frugal/util/error.h"
 
 namespace frugal::io {
@@ -88,8 +89,27 @@ void write_file_atomic_parts(const fs::path& path, const std::vector<std::string
   fsync_directory(parent_or_dot(path));
 }
 
+void write_file_synced(const fs::path& path, std::string_view bytes) {
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
+  if (fd.get() < 0) fail("write", path, errno);
+  int err = detail::write_checkpoint_bytes(fd.get(), bytes, write_all);
+  if (err == 0 && ::fsync(fd.get()) != 0) err = errno;
+  if (fd.close() != 0 && err == 0) err = errno;
+  if (err != 0) {
+    // A part written on a full disk would hold on to the space the next attempt needs.
+    ::unlink(path.c_str());
+    fail("write", path, err);
+  }
+}
+
 void write_file_atomic(const fs::path& path, std::string_view bytes) {
   write_file_atomic_parts(path, {bytes});
+}
+
+void create_directories(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail("create directory", dir, ec.value());
 }
 
 std::string read_file(const fs::path& path) {

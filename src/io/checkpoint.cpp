@@ -36,16 +36,95 @@ std::optional<int64_t> step_of(const fs::path& p) {
   return std::stoll(name.substr(5));
 }
 
-void write_plain(const fs::path& path, std::string_view bytes) {
-  // Inside the temporary directory a plain write is enough: the directory is published whole.
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) throw Error(fmt::format("cannot write '{}': {}", path.string(), std::strerror(errno)));
-  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  const bool flushed = std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
-  std::fclose(f);
-  if (!ok || !flushed) {
-    throw Error(fmt::format("cannot write '{}': {}", path.string(), std::strerror(errno)));
+// Inside the temporary directory a plain write is enough: the directory is published whole.
+void write_plain(const fs::path& path, std::string_view bytes) { io::write_file_synced(path, bytes); }
+
+// The manifest of a checkpoint directory, read and parsed; the checks every reader makes.
+struct Manifest {
+  fs::path dir;
+  fs::path path;
+  nlohmann::json json;
+
+  bool lists(const std::string& name) const {
+    return json.contains("files") && json["files"].is_object() && json["files"].contains(name);
   }
+  bool sharded() const { return json.contains("sharded"); }
+  int shard_world() const {
+    const int world = json["sharded"].value("world_size", 0);
+    if (world < 1) {
+      throw Error(fmt::format("{}: sharded with world_size {}", path.string(), world));
+    }
+    return world;
+  }
+
+  // A listed file's bytes, checked against the manifest's size and hash.
+  std::string read_checked(const std::string& name) const {
+    const fs::path p = dir / name;
+    if (!lists(name)) {
+      throw Error(fmt::format("{}: manifest does not list '{}'", path.string(), name));
+    }
+    std::string bytes = read_file(p);
+    const auto& entry = json["files"][name];
+    if (bytes.size() != entry.value("bytes", size_t{0})) {
+      throw Error(fmt::format("{}: truncated or altered ({} bytes, manifest says {})",
+                              p.string(), bytes.size(), entry.value("bytes", size_t{0})));
+    }
+    if (fnv1a64_hex(bytes) != entry.value("fnv1a64", std::string())) {
+      throw Error(fmt::format("{}: corrupt (content hash does not match the manifest)", p.string()));
+    }
+    return bytes;
+  }
+
+  // What a complete checkpoint of this kind holds: optimizer.pt unless sharded (then only
+  // when listed), every rank's shard when sharded.
+  std::vector<std::string> required_files() const {
+    std::vector<std::string> names{"model.pt", "state.pt", "meta.json"};
+    if (!sharded() || lists("optimizer.pt")) names.push_back("optimizer.pt");
+    if (sharded()) {
+      const int world = shard_world();
+      for (int r = 0; r < world; ++r) names.push_back(shard_file_name(r, world));
+    }
+    return names;
+  }
+};
+
+Manifest read_manifest(const fs::path& cdir) {
+  Manifest m{cdir, cdir / kManifest, {}};
+  if (!fs::is_directory(cdir)) {
+    throw Error(fmt::format("checkpoint '{}': no such checkpoint directory", cdir.string()));
+  }
+  if (!fs::exists(m.path)) {
+    throw Error(fmt::format("checkpoint '{}': incomplete (no {})", cdir.string(), kManifest));
+  }
+  const std::string text = read_file(m.path);
+  auto corrupt = [&](const std::string& why) {
+    return Error(fmt::format("{}: corrupt manifest ({})", m.path.string(), why));
+  };
+  try {
+    m.json = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw corrupt(e.what());
+  }
+  // The manifest carries no hash of its own: its shape is checked here, so that what reads it
+  // later meets only the types it expects.
+  if (!m.json.is_object()) throw corrupt("not a JSON object");
+  if (m.json.contains("step") && !m.json["step"].is_number_integer()) throw corrupt("step");
+  if (m.json.contains("sharded")) {
+    const auto& sharded = m.json["sharded"];
+    if (!sharded.is_object() || !sharded.value("world_size", nlohmann::json()).is_number_integer()) {
+      throw corrupt("sharded.world_size");
+    }
+  }
+  if (m.json.contains("files")) {
+    if (!m.json["files"].is_object()) throw corrupt("files");
+    for (const auto& [name, entry] : m.json["files"].items()) {
+      if (!entry.is_object() || !entry.value("bytes", nlohmann::json()).is_number_unsigned() ||
+          !entry.value("fnv1a64", nlohmann::json()).is_string()) {
+        throw corrupt(fmt::format("the entry of '{}'", name));
+      }
+    }
+  }
+  return m;
 }
 
 }  // namespace
@@ -138,22 +217,33 @@ std::string shard_file_name(int rank, int world) {
 }
 
 fs::path save_checkpoint(const fs::path& dir, const Checkpoint& ckpt, int64_t keep_last) {
-  fs::create_directories(dir);
+  io::create_directories(dir);
   (void)final_dir_for(dir, ckpt.step);
   const fs::path tmp = dir / fmt::format(".{}.tmp-{}", step_name(ckpt.step), ::getpid());
   if (fs::exists(tmp)) io::remove_tree(tmp);
-  fs::create_directories(tmp);
+  io::create_directories(tmp);
   auto files = common_files(ckpt);
   files.emplace_back("optimizer.pt", save_tensors(ckpt.optimizer));
   return publish(dir, tmp, ckpt, files, {}, keep_last);
 }
 
 void begin_sharded_checkpoint(const fs::path& dir, int64_t step) {
-  fs::create_directories(dir);
+  io::create_directories(dir);
   (void)final_dir_for(dir, step);
+  // What crashed attempts left, of any step: on a full disk it holds the space this one needs.
+  // Only this job's writers use these names (no pid in them), and none is writing now.
+  std::vector<fs::path> stale;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(".step_", 0) == 0 && name.size() > 12 &&
+        name.compare(name.size() - 12, 12, ".tmp-sharded") == 0) {
+      stale.push_back(entry.path());
+    }
+  }
+  for (const auto& p : stale) io::remove_tree(p);
   const fs::path tmp = sharded_staging(dir, step);
-  if (fs::exists(tmp)) io::remove_tree(tmp);  // left by a crashed attempt
-  fs::create_directories(tmp);
+  io::create_directories(tmp);
 }
 
 void write_checkpoint_shard(const fs::path& dir, int64_t step, int rank, int world,
@@ -173,55 +263,48 @@ fs::path publish_sharded_checkpoint(const fs::path& dir, const Checkpoint& ckpt,
   return publish(dir, sharded_staging(dir, ckpt.step), sharded, files, shards, keep_last);
 }
 
+void verify_checkpoint(const fs::path& cdir) {
+  const Manifest m = read_manifest(cdir);
+  std::vector<std::string> names = m.required_files();
+  // Files the manifest lists beyond those: checked too, so nothing it vouches for is wrong.
+  if (m.json.contains("files")) {
+    for (const auto& [name, _] : m.json["files"].items()) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  }
+  for (const auto& name : names) (void)m.read_checked(name);
+}
+
+std::optional<fs::path> newest_valid_checkpoint(const fs::path& dir,
+                                                RejectedCheckpoints* rejected) {
+  auto all = list_checkpoints(dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    try {
+      verify_checkpoint(*it);
+      return *it;
+    } catch (const Error& e) {
+      if (rejected != nullptr) rejected->emplace_back(*it, e.what());
+    }
+  }
+  return std::nullopt;
+}
+
 Checkpoint load_checkpoint(const fs::path& cdir, std::optional<int> only_shard) {
-  const fs::path manifest_path = cdir / kManifest;
-  if (!fs::is_directory(cdir)) {
-    throw Error(fmt::format("checkpoint '{}': no such checkpoint directory", cdir.string()));
-  }
-  if (!fs::exists(manifest_path)) {
-    throw Error(fmt::format("checkpoint '{}': incomplete (no {})", cdir.string(), kManifest));
-  }
-  nlohmann::json manifest;
-  try {
-    manifest = nlohmann::json::parse(read_file(manifest_path));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: corrupt manifest ({})", manifest_path.string(), e.what()));
-  }
-  auto read_checked = [&](const std::string& name) {
-    const fs::path p = cdir / name;
-    if (!manifest.contains("files") || !manifest["files"].contains(name)) {
-      throw Error(fmt::format("{}: manifest does not list '{}'", manifest_path.string(), name));
-    }
-    std::string bytes = read_file(p);
-    const auto& entry = manifest["files"][name];
-    if (bytes.size() != entry.value("bytes", size_t{0})) {
-      throw Error(fmt::format("{}: truncated or altered ({} bytes, manifest says {})",
-                              p.string(), bytes.size(), entry.value("bytes", size_t{0})));
-    }
-    if (fnv1a64_hex(bytes) != entry.value("fnv1a64", std::string())) {
-      throw Error(fmt::format("{}: corrupt (content hash does not match the manifest)", p.string()));
-    }
-    return bytes;
-  };
+  const Manifest m = read_manifest(cdir);
   Checkpoint ckpt;
-  ckpt.step = manifest.value("step", int64_t{0});
-  ckpt.model = load_tensors(read_checked("model.pt"), (cdir / "model.pt").string());
-  ckpt.state = load_tensors(read_checked("state.pt"), (cdir / "state.pt").string());
-  ckpt.meta_json = read_checked("meta.json");
-  const bool sharded = manifest.contains("sharded");
-  if (!sharded || manifest["files"].contains("optimizer.pt")) {
-    ckpt.optimizer = load_tensors(read_checked("optimizer.pt"), (cdir / "optimizer.pt").string());
+  ckpt.step = m.json.value("step", int64_t{0});
+  ckpt.model = load_tensors(m.read_checked("model.pt"), (cdir / "model.pt").string());
+  ckpt.state = load_tensors(m.read_checked("state.pt"), (cdir / "state.pt").string());
+  ckpt.meta_json = m.read_checked("meta.json");
+  if (!m.sharded() || m.lists("optimizer.pt")) {
+    ckpt.optimizer = load_tensors(m.read_checked("optimizer.pt"), (cdir / "optimizer.pt").string());
   }
-  if (!sharded) return ckpt;
-  ckpt.shard_world = manifest["sharded"].value("world_size", 0);
-  if (ckpt.shard_world < 1) {
-    throw Error(fmt::format("{}: sharded with world_size {}", manifest_path.string(),
-                            ckpt.shard_world));
-  }
+  if (!m.sharded()) return ckpt;
+  ckpt.shard_world = m.shard_world();
   for (int r = 0; r < ckpt.shard_world; ++r) {
     if (only_shard && *only_shard != r) continue;
     const std::string name = shard_file_name(r, ckpt.shard_world);
-    ckpt.shards.push_back(load_tensors(read_checked(name), (cdir / name).string()));
+    ckpt.shards.push_back(load_tensors(m.read_checked(name), (cdir / name).string()));
   }
   return ckpt;  // no shard when only_shard is not one of the writers' ranks
 }

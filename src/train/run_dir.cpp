@@ -17,6 +17,46 @@ bool non_empty_dir(const fs::path& p) {
   return fs::is_directory(p, ec) && !fs::is_empty(p, ec);
 }
 
+// A rejected checkpoint stays for its owner to look at, under a name no reader takes for a
+// checkpoint, and out of the way of the one the resumed run will write at its step.
+fs::path move_aside(const fs::path& ckpt) {
+  fs::path aside = ckpt.string() + ".rejected";
+  for (int n = 2; fs::exists(fs::symlink_status(aside)); ++n) {
+    aside = fmt::format("{}.rejected-{}", ckpt.string(), n);
+  }
+  std::error_code ec;
+  fs::rename(ckpt, aside, ec);
+  if (ec) {
+    throw Error(fmt::format("run.resume: auto: cannot move the rejected checkpoint '{}' aside: {}",
+                            ckpt.string(), ec.message()));
+  }
+  return aside;
+}
+
+// resume: auto. The newest checkpoint that verifies (every file's size and hash, every shard);
+// newer ones that do not are named with the reason and, when `create`, moved aside.
+std::optional<fs::path> resume_auto(const fs::path& checkpoints, bool create,
+                                    std::vector<std::string>& warnings) {
+  RejectedCheckpoints rejected;
+  const auto valid = newest_valid_checkpoint(checkpoints, &rejected);
+  if (rejected.empty()) return valid;
+  if (!valid) {
+    throw Error(fmt::format(
+        "run.resume: auto: no valid checkpoint in '{}' (the newest: {}); set run.overwrite=true "
+        "to start the run over, or resume from another one with run.resume=DIR",
+        checkpoints.string(), rejected.front().second));
+  }
+  for (const auto& [path, why] : rejected) {
+    std::string line =
+        fmt::format("run.resume: auto: rejected checkpoint '{}': {}", path.string(), why);
+    if (create) line += fmt::format("; moved aside to '{}'", move_aside(path).string());
+    warnings.push_back(std::move(line));
+  }
+  warnings.push_back(fmt::format("run.resume: auto: resuming from '{}', the newest valid checkpoint",
+                                 valid->string()));
+  return valid;
+}
+
 }  // namespace
 
 RunDirPlan prepare_run_dir(const Config& cfg, bool create) {
@@ -29,9 +69,15 @@ RunDirPlan prepare_run_dir(const Config& cfg, bool create) {
     if (!fs::exists(ckpt / "manifest.json")) {
       throw Error(fmt::format("run.resume: '{}' is not a complete checkpoint directory", resume));
     }
+    // The checkpoint asked for, or an error naming its bad file: never another one instead.
+    try {
+      verify_checkpoint(ckpt);
+    } catch (const Error& e) {
+      throw Error(fmt::format("run.resume: {}", e.what()));
+    }
     plan.resume_from = ckpt;
   } else if (resume == "auto") {
-    plan.resume_from = latest_checkpoint(plan.dir / "checkpoints");
+    plan.resume_from = resume_auto(plan.dir / "checkpoints", create, plan.warnings);
   }
 
   if (plan.resume_from) {

@@ -175,6 +175,9 @@ TrainResult Trainer::run() {
   s.plan = prepare_run_dir(cfg, /*create=*/s.main);
   if (s.comm) s.comm->barrier();
   if (s.main) log::add_file((s.plan.dir / "train.log").string());
+  if (s.main) {
+    for (const auto& line : s.plan.warnings) log::warn(line);
+  }
   log::info(fmt::format("run directory: {}", s.plan.dir.string()));
   s.build();
 

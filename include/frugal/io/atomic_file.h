@@ -19,6 +19,16 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
 void write_file_atomic_parts(const std::filesystem::path& path,
                              const std::vector<std::string_view>& parts);
 
+// A plain write (O_TRUNC, no temp file) with fsync, for files inside a directory that is
+// published whole (a checkpoint's staging directory). On failure the file is removed and a
+// frugal::Error names it with strerror ("No space left on device"). Checkpoint bytes go through
+// here, and so do the save fault hooks of the reliability tests (src/io/save_faults.h).
+void write_file_synced(const std::filesystem::path& path, std::string_view bytes);
+
+// std::filesystem::create_directories with a frugal::Error naming the directory and strerror
+// ("cannot create directory 'X': Read-only file system") instead of a filesystem_error.
+void create_directories(const std::filesystem::path& dir);
+
 // The whole file; "cannot read 'X': No such file or directory" (strerror) when it can't.
 std::string read_file(const std::filesystem::path& path);
 

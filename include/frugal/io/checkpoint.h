@@ -53,6 +53,16 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& dir, const Ch
 Checkpoint load_checkpoint(const std::filesystem::path& checkpoint_dir,
                            std::optional<int> only_shard = std::nullopt);
 
+// Checks a checkpoint directory without loading its tensors: the manifest is whole and lists
+// every file a checkpoint of its kind needs (every rank's shard of a sharded one), and each file
+// it lists has the size and hash it says. A frugal::Error naming the first file that fails.
+void verify_checkpoint(const std::filesystem::path& checkpoint_dir);
+// The newest checkpoint under dir that verify_checkpoint accepts, if any; the newer ones it
+// rejected go to `rejected`, newest first, each with the reason (which names the bad file).
+using RejectedCheckpoints = std::vector<std::pair<std::filesystem::path, std::string>>;
+std::optional<std::filesystem::path> newest_valid_checkpoint(
+    const std::filesystem::path& dir, RejectedCheckpoints* rejected = nullptr);
+
 // Writing a checkpoint from a job: these calls in this order, each followed by a barrier of
 // the job. Rank 0 prepares the temporary directory (refusing an existing checkpoint of that
 // step, clearing what a crashed attempt left); every rank with a shard writes it into it;
@@ -68,9 +78,9 @@ std::filesystem::path publish_sharded_checkpoint(const std::filesystem::path& di
 std::string shard_file_name(int rank, int world);
 // Where the checkpoint of `step` goes under dir (<dir>/step_00000120).
 std::filesystem::path checkpoint_path(const std::filesystem::path& dir, int64_t step);
-// The newest complete checkpoint under dir (by step), if any.
+// The newest complete checkpoint under dir (by step: one with a manifest, unverified), if any.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);
-// All complete checkpoints under dir, oldest first.
+// All complete checkpoints under dir (with a manifest, unverified), oldest first.
 std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& dir);
 
 }  // namespace frugal

@@ -1,12 +1,17 @@
 // The run directory <run.dir>/<run.name>: config.resolved.yaml, metrics.jsonl, train.log,
 // checkpoints/. Deciding what to do with an existing one is here, in one place:
 //   resume: never  an existing, non-empty run directory is an error unless overwrite: true
-//   resume: auto   continue from its newest checkpoint; without one, as `never`
-//   resume: PATH   continue from that checkpoint directory
+//   resume: auto   continue from its newest valid checkpoint (verified: sizes and hashes of
+//                  every file and shard); newer ones that fail are named in `warnings` and moved
+//                  aside (<step dir>.rejected); without any checkpoint, as `never`
+//   resume: PATH   continue from that checkpoint directory, verified first: a bad file is an
+//                  error naming it
 #pragma once
 
 #include <filesystem>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "frugal/config/config.h"
 
@@ -15,6 +20,7 @@ namespace frugal {
 struct RunDirPlan {
   std::filesystem::path dir;
   std::optional<std::filesystem::path> resume_from;  // checkpoint directory to load
+  std::vector<std::string> warnings;  // what resume: auto rejected, and what it took instead
 };
 
 // Decides, and creates the directory (removing the old one only when run.overwrite is true).
