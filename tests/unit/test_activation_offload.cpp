@@ -18,7 +18,7 @@
 
 using namespace frugal;
 
-namespace {
+namespace activation_offload_test {
 
 GptOptions offload_gpt(int64_t n_layer, int64_t n_embd, double dropout) {
   GptOptions o;
@@ -31,7 +31,7 @@ GptOptions offload_gpt(int64_t n_layer, int64_t n_embd, double dropout) {
   return o;
 }
 
-struct Run {
+struct OffloadRun {
   at::Tensor loss;
   std::vector<at::Tensor> grads;
   at::Tensor rng;
@@ -42,7 +42,8 @@ struct Run {
 
 // One forward + backward of a fresh seeded GPT with `policy` checkpointing and, when
 // `prefetch` >= 0, activation offload with that prefetch depth.
-Run run(const GptOptions& o, const std::string& policy, int64_t prefetch, int64_t B, int64_t T) {
+OffloadRun offload_run(const GptOptions& o, const std::string& policy, int64_t prefetch,
+                       int64_t B, int64_t T) {
   memory::install_cpu_tracking();
   at::manual_seed(11);
   Gpt gpt(o);
@@ -57,7 +58,7 @@ Run run(const GptOptions& o, const std::string& policy, int64_t prefetch, int64_
   auto data = at::make_generator<at::CPUGeneratorImpl>(5);
   at::Tensor idx = at::randint(0, o.vocab_size, {B, T}, data, at::kLong);
   at::Tensor y = at::randint(0, o.vocab_size, {B, T}, data, at::kLong);
-  Run r;
+  OffloadRun r;
   const int64_t before = memory::cpu_counters().current_bytes;
   memory::reset_cpu_peak();
   at::Tensor loss = gpt.loss_sum(gpt.forward(idx), y) / static_cast<double>(y.numel());
@@ -72,14 +73,16 @@ Run run(const GptOptions& o, const std::string& policy, int64_t prefetch, int64_
   return r;
 }
 
-int64_t differing(const Run& a, const Run& b) {
+int64_t differing_values(const OffloadRun& a, const OffloadRun& b) {
   int64_t n = at::equal(a.loss, b.loss) ? 0 : 1;
   REQUIRE(a.grads.size() == b.grads.size());
   for (size_t i = 0; i < a.grads.size(); ++i) n += at::equal(a.grads[i], b.grads[i]) ? 0 : 1;
   return n + (at::equal(a.rng, b.rng) ? 0 : 1);
 }
 
-}  // namespace
+}  // namespace activation_offload_test
+
+using namespace activation_offload_test;
 
 TEST_CASE("activation offload with full checkpointing: the same gradients, a quarter of the "
           "device's activation bytes at 12 blocks",
@@ -89,11 +92,11 @@ TEST_CASE("activation offload with full checkpointing: the same gradients, a qua
   GptOptions o = offload_gpt(12, 128, 0.1);
   o.vocab_size = 32;
   const int64_t B = 4, T = 64;
-  const Run plain = run(o, "none", -1, B, T);
-  const Run full = run(o, "full", -1, B, T);
-  const Run offloaded = run(o, "full", 1, B, T);
-  CHECK(differing(full, offloaded) == 0);
-  CHECK(differing(plain, offloaded) == 0);
+  const OffloadRun plain = offload_run(o, "none", -1, B, T);
+  const OffloadRun full = offload_run(o, "full", -1, B, T);
+  const OffloadRun offloaded = offload_run(o, "full", 1, B, T);
+  CHECK(differing_values(full, offloaded) == 0);
+  CHECK(differing_values(plain, offloaded) == 0);
 
   // The host holds every block's input, exactly: 12 x (B, T, C) floats.
   const int64_t block_input = B * T * o.n_embd * 4;
@@ -123,9 +126,9 @@ TEST_CASE("activation offload without checkpointing: every saved activation goes
           "[offload][unit][memory]") {
   const GptOptions o = offload_gpt(4, 64, 0.1);
   const int64_t B = 4, T = 64;
-  const Run plain = run(o, "none", -1, B, T);
-  const Run offloaded = run(o, "none", 1, B, T);
-  CHECK(differing(plain, offloaded) == 0);
+  const OffloadRun plain = offload_run(o, "none", -1, B, T);
+  const OffloadRun offloaded = offload_run(o, "none", 1, B, T);
+  CHECK(differing_values(plain, offloaded) == 0);
   // Far more than the block inputs: what each block saves for backward (layer norms,
   // attention, the MLP), not its parameters.
   CHECK(offloaded.host.host_peak_bytes > 4 * 4 * B * T * o.n_embd * 4);
@@ -140,11 +143,11 @@ TEST_CASE("activation offload without checkpointing: every saved activation goes
 TEST_CASE("activation offload: prefetch 0 copies back on demand, 2 keeps two ahead",
           "[offload][checkpointing][unit]") {
   const GptOptions o = offload_gpt(6, 32, 0.0);
-  const Run full = run(o, "full", -1, 2, 32);
-  const Run on_demand = run(o, "full", 0, 2, 32);
-  const Run two = run(o, "full", 2, 2, 32);
-  CHECK(differing(full, on_demand) == 0);
-  CHECK(differing(full, two) == 0);
+  const OffloadRun full = offload_run(o, "full", -1, 2, 32);
+  const OffloadRun on_demand = offload_run(o, "full", 0, 2, 32);
+  const OffloadRun two = offload_run(o, "full", 2, 2, 32);
+  CHECK(differing_values(full, on_demand) == 0);
+  CHECK(differing_values(full, two) == 0);
   CHECK(on_demand.host.prefetched == 0);
   CHECK(on_demand.host.copies_in == 6);
   CHECK(two.host.prefetched == 5);
