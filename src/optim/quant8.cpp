@@ -42,15 +42,37 @@ at::Tensor build_map(bool is_signed) {
   return at::tensor(values, at::kFloat);
 }
 
-// The map on a device, copied there once.
-const at::Tensor& map_on(bool is_signed, const at::Device& device) {
-  if (device.is_cpu()) return dynamic_map(is_signed);
+// The 255 midpoints between neighbouring codes: searchsorted against them gives the nearest
+// code in one pass (a value on a midpoint takes the lower code). never_flush: the first
+// midpoint moves down to 0, so that every positive value takes code 1 at least.
+at::Tensor build_midpoints(bool is_signed, bool never_flush) {
+  const at::Tensor& map = dynamic_map(is_signed);
+  at::Tensor mid = (map.narrow(0, 0, 255) + map.narrow(0, 1, 255)) / 2;
+  if (never_flush) mid[0] = 0.0f;
+  return mid;
+}
+
+// Table 0: the signed map, 1: unsigned, 2: unsigned midpoints, 3: signed midpoints,
+// 4: unsigned never_flush midpoints; on a device, copied there once.
+const at::Tensor& table_on(int which, const at::Device& device) {
+  static const at::Tensor cpu[5] = {dynamic_map(true), dynamic_map(false),
+                                    build_midpoints(false, false), build_midpoints(true, false),
+                                    build_midpoints(false, true)};
+  if (device.is_cpu()) return cpu[which];
   static std::mutex mutex;
-  static std::map<std::pair<bool, std::string>, at::Tensor> cache;
+  static std::map<std::pair<int, std::string>, at::Tensor> cache;
   std::lock_guard<std::mutex> lock(mutex);
-  auto& t = cache[{is_signed, device.str()}];
-  if (!t.defined()) t = dynamic_map(is_signed).to(device);
+  auto& t = cache[{which, device.str()}];
+  if (!t.defined()) t = cpu[which].to(device);
   return t;
+}
+
+const at::Tensor& map_on(bool is_signed, const at::Device& device) {
+  return table_on(is_signed ? 0 : 1, device);
+}
+
+const at::Tensor& midpoints_on(bool is_signed, bool never_flush, const at::Device& device) {
+  return table_on(is_signed ? 3 : (never_flush ? 4 : 2), device);
 }
 
 void check_block(int64_t block) {
@@ -83,16 +105,10 @@ void quantize_into(const at::Tensor& values, bool is_signed, int64_t block, bool
   // float and stays 0.
   at::Tensor normalized =
       rows / max.clamp_min(std::numeric_limits<float>::min()).unsqueeze(1);
-  const at::Tensor& map = map_on(is_signed, values.device());
-  // map[i - 1] < x <= map[i]; then the nearer of the two (ties to the upper one).
-  at::Tensor upper = at::searchsorted(map, normalized).clamp_(1, 255);
-  at::Tensor lower = upper - 1;
-  at::Tensor take_upper = (map.take(upper) - normalized) <= (normalized - map.take(lower));
-  at::Tensor index = at::where(take_upper, upper, lower);
-  if (never_flush) {
-    if (is_signed) throw Error("quant8: never_flush is for the unsigned map");
-    index = at::where((index == 0) & (normalized > 0), at::ones_like(index), index);
-  }
+  if (never_flush && is_signed) throw Error("quant8: never_flush is for the unsigned map");
+  // The nearest code: the number of midpoints below the value.
+  at::Tensor index = at::searchsorted(midpoints_on(is_signed, never_flush, values.device()),
+                                      normalized, /*out_int32=*/true);
   codes.copy_(index.view({-1}).narrow(0, 0, n));
   absmax.copy_(max);
 }
