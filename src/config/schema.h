@@ -84,6 +84,8 @@ void for_each_field(C& c, Visit&& visit) {
   visit("optim", "momentum", c.optim.momentum);
   visit("optim", "nesterov", c.optim.nesterov);
   visit("optim", "clip_grad_norm", c.optim.clip_grad_norm);
+  visit("optim", "quant_block", c.optim.quant_block);
+  visit("optim", "scale_parameter", c.optim.scale_parameter);
   visit("optim", "in_backward", c.optim.in_backward);
 
   visit("schedule", "type", c.schedule.type);

@@ -186,7 +186,7 @@ void check_data(const Checker& c, const DataConfig& d, const ModelConfig& m) {
 }
 
 void check_optim(const Checker& c, const OptimConfig& o) {
-  c.one_of(o.type, {"adamw", "adam", "sgd"}, "optim.type");
+  c.one_of(o.type, {"adamw", "adam", "sgd", "adamw8bit", "adafactor"}, "optim.type");
   c.positive(o.lr, "optim.lr");
   // The optimizers step in the parameters' dtype: an lr past fp32's range is no number there.
   c.require(o.lr <= 1e6, "optim.lr", fmt::format("must be <= 1e6, got {:g}", o.lr));
@@ -199,6 +199,9 @@ void check_optim(const Checker& c, const OptimConfig& o) {
   c.require(!o.nesterov || o.momentum > 0, "optim.nesterov", "needs optim.momentum > 0",
             "optim.momentum");
   c.non_negative(o.clip_grad_norm, "optim.clip_grad_norm");
+  const int64_t b = o.quant_block;
+  c.require(b >= 64 && b <= 4096 && (b & (b - 1)) == 0, "optim.quant_block",
+            fmt::format("must be a power of two in [64, 4096], got {}", b));
   c.require(!o.in_backward || o.clip_grad_norm == 0, "optim.in_backward",
             "cannot clip: clipping needs every gradient before the first update (set "
             "optim.clip_grad_norm: 0)",
@@ -273,6 +276,18 @@ void check_in_backward(const Checker& c, const OptimConfig& o, const StrategyCon
             "strategy.offload.optimizer");
 }
 
+// Adafactor factors each matrix's second moment into rows and columns; ZeRO's flat 1-D shards
+// have neither, so the optimizer would keep a full second moment per element.
+void check_optimizer_sharding(const Checker& c, const OptimConfig& o, const StrategyConfig& s) {
+  const std::string& mode = s.sharding.mode;
+  c.require(o.type != "adafactor" || (mode != "zero1" && mode != "zero2" && mode != "zero3"),
+            "optim.type",
+            "adafactor cannot run with strategy.sharding.mode " + mode +
+                ": its flat shards have no rows and columns to factor (use adamw8bit, or "
+                "sharding none or ddp)",
+            "strategy.sharding.mode");
+}
+
 void check_strategy(const Checker& c, const StrategyConfig& s) {
   c.one_of(s.precision, strategy_names("strategy.precision"), "strategy.precision");
   check_grad_scaler(c, s.grad_scaler);
@@ -320,6 +335,7 @@ void validate(const Config& config, const KeyMarks* marks) {
   check_generate(c, config.generate);
   check_strategy(c, config.strategy);
   check_in_backward(c, config.optim, config.strategy);
+  check_optimizer_sharding(c, config.optim, config.strategy);
   check_memory(c, config.memory);
   check_distributed(c, config.distributed);
 }

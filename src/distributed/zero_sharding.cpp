@@ -512,6 +512,7 @@ bool ZeroSharding::load_state_dict(SavedState& saved, torch::nn::Module& model,
     // rank's slice of each tensor is copied: from memory-mapped files (a model folder), only
     // the pages this rank keeps are read.
     std::vector<std::string> kinds = saved.optimizer_kinds();
+    for (const std::string& kind : kinds) refuse_unreshardable(saved, kind);
     kinds.insert(kinds.begin(), "param");
     int64_t read = 0, total = 0;  // parameter elements
     for (const std::string& kind : kinds) {

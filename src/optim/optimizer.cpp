@@ -4,6 +4,8 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
+#include "frugal/optim/adafactor.h"
+#include "frugal/optim/adamw8bit.h"
 #include "frugal/optim/fused_adam.h"
 #include "frugal/util/error.h"
 
@@ -30,7 +32,19 @@ std::unique_ptr<torch::optim::OptimizerOptions> options_for(const OptimConfig& c
                                                           .nesterov(c.nesterov)
                                                           .weight_decay(weight_decay));
   }
-  throw Error("optim.type: unknown optimizer '" + c.type + "' (expected adamw, adam or sgd)");
+  if (c.type == "adamw8bit") {
+    return std::make_unique<AdamW8bitOptions>(AdamW8bitOptions(c.lr)
+                                                  .betas({c.betas[0], c.betas[1]})
+                                                  .eps(c.eps)
+                                                  .weight_decay(weight_decay)
+                                                  .block(c.quant_block));
+  }
+  if (c.type == "adafactor") {
+    return std::make_unique<AdafactorOptions>(
+        AdafactorOptions(c.lr).weight_decay(weight_decay).scale_parameter(c.scale_parameter));
+  }
+  throw Error("optim.type: unknown optimizer '" + c.type +
+              "' (expected adamw, adam, sgd, adamw8bit or adafactor)");
 }
 
 std::shared_ptr<torch::optim::Optimizer> build(const OptimConfig& c,
@@ -43,6 +57,14 @@ std::shared_ptr<torch::optim::Optimizer> build(const OptimConfig& c,
   if (c.type == "adam") {
     return std::make_shared<FusedAdam>(std::move(groups),
                                        static_cast<torch::optim::AdamOptions&>(*defaults));
+  }
+  if (c.type == "adamw8bit") {
+    return std::make_shared<AdamW8bit>(std::move(groups),
+                                       static_cast<AdamW8bitOptions&>(*defaults));
+  }
+  if (c.type == "adafactor") {
+    return std::make_shared<Adafactor>(std::move(groups),
+                                       static_cast<AdafactorOptions&>(*defaults));
   }
   return std::make_shared<torch::optim::SGD>(std::move(groups),
                                              static_cast<torch::optim::SGDOptions&>(*defaults));

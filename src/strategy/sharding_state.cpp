@@ -16,6 +16,14 @@ namespace {
 at::Tensor held(const StateHolder& holder, const at::Tensor& p) { return holder ? holder(p) : p; }
 }  // namespace
 
+void refuse_unreshardable(SavedState& saved, const std::string& kind) {
+  if (reshardable_state_kind(kind)) return;
+  throw Error(fmt::format("{}: its optimizer state '{}' (8-bit codes or factored moments) "
+                          "belongs to the layout that wrote it and cannot be cut for another: "
+                          "resume with the same strategy.sharding.mode and number of ranks",
+                          saved.what(), kind));
+}
+
 StateDict Sharding::state_dict(const torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                                const StateHolder& holder) const {
   StateDict out;
@@ -40,6 +48,7 @@ bool Sharding::load_state_dict(SavedState& saved, torch::nn::Module& model,
   // The optimizer state, parameter by parameter.
   std::map<std::string, std::map<std::string, at::Tensor>> by_param;
   for (const std::string& kind : saved.optimizer_kinds()) {
+    if (saved.has_shards()) refuse_unreshardable(saved, kind);
     for (auto& [name, t] : saved.whole(kind)) by_param[name][kind] = std::move(t);
   }
   torch::NoGradGuard no_grad;

@@ -135,6 +135,12 @@ TEST_CASE("config errors: out-of-range and cross-field values", "[config][bad_in
         "c.yaml:2:12: schedule.min_lr: must be <= optim.lr (0.1), got 0.5");
   CHECK(error_for("optim: {type: sgd, nesterov: true}\n") ==
         "c.yaml:1:20: optim.nesterov: needs optim.momentum > 0");
+  // Low-bit optimizers: the block size, and adafactor's need for whole matrices.
+  CHECK(error_for("optim: {type: adamw8bit, quant_block: 100}\n") ==
+        "c.yaml:1:26: optim.quant_block: must be a power of two in [64, 4096], got 100");
+  CHECK(error_for("optim: {type: adafactor}\nstrategy: {sharding: zero2}\n") ==
+        "c.yaml:1:9: optim.type: adafactor cannot run with strategy.sharding.mode zero2: its flat "
+        "shards have no rows and columns to factor (use adamw8bit, or sharding none or ddp)");
   CHECK(error_for("run: {resume: ''}\n") ==
         "c.yaml:1:7: run.resume: must be never, auto or a checkpoint path");
   // The optimizer step in backward cannot wait for every gradient.
@@ -153,7 +159,8 @@ TEST_CASE("config errors: out-of-range and cross-field values", "[config][bad_in
 
 TEST_CASE("config errors: names outside their closed sets", "[config][bad_input]") {
   CHECK(error_for("optim:\n  type: adamx\n") ==
-        "c.yaml:2:3: optim.type: unknown value 'adamx' (expected one of: adamw, adam, sgd) "
+        "c.yaml:2:3: optim.type: unknown value 'adamx' (expected one of: adamw, adam, sgd, adamw8bit, "
+        "adafactor) "
         "(did you mean 'adamw'?)");
   CHECK(error_for("schedule: {type: cosin}\n") ==
         "c.yaml:1:12: schedule.type: unknown value 'cosin' (expected one of: constant, cosine, "

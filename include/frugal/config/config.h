@@ -90,7 +90,7 @@ struct DataConfig {
 };
 
 struct OptimConfig {
-  std::string type = "adamw";  // adamw | adam | sgd
+  std::string type = "adamw";  // adamw | adam | sgd | adamw8bit | adafactor
   double lr = 3e-4;
   std::array<double, 2> betas = {0.9, 0.999};
   double eps = 1e-8;
@@ -98,6 +98,11 @@ struct OptimConfig {
   double momentum = 0.0;  // sgd
   bool nesterov = false;  // sgd
   double clip_grad_norm = 0.0;  // 0 = off
+  // adamw8bit: values per quantization block of m and v (one fp32 absmax each); a power of
+  // two in [64, 4096]. 256: 2.03 bytes of state per parameter.
+  int64_t quant_block = 256;
+  // adafactor: step size lr * max(1e-3, RMS(parameter)) (the paper's); false: lr alone.
+  bool scale_parameter = true;
   // Step each parameter, and free its gradient, as soon as the gradient is final
   // (strategy/in_backward_update.h): no clipping, no fp16-mixed, no offload.optimizer.
   bool in_backward = false;

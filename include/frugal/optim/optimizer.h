@@ -1,5 +1,6 @@
 // Optimizers from config: SGD (momentum, nesterov, weight decay; torch::optim::SGD), Adam and
-// AdamW (FusedAdam / FusedAdamW: torch::optim's types, ATen's fused kernels). Weight decay applies to matrices and embeddings (dim >= 2) only, never to
+// AdamW (FusedAdam / FusedAdamW: torch::optim's types, ATen's fused kernels), AdamW with
+// 8-bit moments (AdamW8bit, optim/adamw8bit.h) and Adafactor (optim/adafactor.h). Weight decay applies to matrices and embeddings (dim >= 2) only, never to
 // biases or LayerNorm gains: two parameter groups, in that order (decay, no_decay).
 #pragma once
 

@@ -1,6 +1,9 @@
 // One parameter's optimizer state as tensors by kind, and back: Adam / AdamW keep exp_avg,
-// exp_avg_sq, max_exp_avg_sq (amsgrad) and step; SGD keeps momentum_buffer. Sharded
-// checkpoints store state this way, so that it can be resharded element by element.
+// exp_avg_sq, max_exp_avg_sq (amsgrad) and step; SGD keeps momentum_buffer; AdamW8bit keeps
+// step and exp_avg_code / exp_avg_absmax / exp_avg_sq_code / exp_avg_sq_absmax (uint8 codes
+// and fp32 block maxima, as the optimizer holds them); Adafactor keeps step and
+// exp_avg_sq_row / exp_avg_sq_col (matrices) or exp_avg_sq (vectors). Sharded checkpoints
+// store state this way, so that element-wise kinds can be resharded element by element.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -18,5 +21,11 @@ std::map<std::string, at::Tensor> param_state_tensors(torch::optim::Optimizer& o
 // (step stays an integer). An optimizer other than Adam, AdamW and SGD is a frugal::Error.
 void set_param_state(torch::optim::Optimizer& optimizer, const at::Tensor& param,
                      const std::map<std::string, at::Tensor>& kinds);
+
+// Whether a kind holds one value per parameter element (or is the step), so that a
+// checkpoint's tensors of it can be cut for another sharding layout. Quantized codes with
+// their block maxima and factored rows / columns cannot: their blocks and rows belong to the
+// tensor that was quantized or factored.
+bool reshardable_state_kind(const std::string& kind);
 
 }  // namespace frugal

@@ -54,6 +54,11 @@ class SavedState {
   virtual const io::NamedTensors& state() = 0;
 };
 
+// A frugal::Error naming the checkpoint when the saved optimizer state kind cannot be cut
+// for a layout other than the one that wrote it (optim/param_state.h's
+// reshardable_state_kind: 8-bit codes, factored moments).
+void refuse_unreshardable(SavedState& saved, const std::string& kind);
+
 // Maps a tensor the sharding holds to the one the optimizer keeps its state under (optimizer
 // offload's host master); identity when null.
 using StateHolder = std::function<at::Tensor(const at::Tensor&)>;
