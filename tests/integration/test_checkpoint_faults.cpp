@@ -20,6 +20,7 @@
 #include "frugal/io/checkpoint.h"
 #include "frugal/util/error.h"
 #include "support/cli.h"
+#include "support/checkpoint_files.h"
 #include "support/helpers.h"
 #include "support/skip.h"
 
@@ -54,30 +55,12 @@ fs::path step_dir(const fs::path& run, int step) {
   return run / "checkpoints" / fmt::format("step_{:08d}", step);
 }
 
-// Every file of a checkpoint by relative path with its bytes; meta.json by its training state
-// (its config names the run), the manifest left out (it hashes meta.json).
-std::map<std::string, std::string> checkpoint_contents(const fs::path& dir) {
-  std::map<std::string, std::string> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (!e.is_regular_file()) continue;
-    const std::string file = fs::relative(e.path(), dir).string();
-    if (file == "manifest.json") continue;
-    std::string bytes = test::read_text(e.path());
-    if (file == "meta.json") {
-      nlohmann::json meta = nlohmann::json::parse(bytes);
-      meta.erase("config");
-      bytes = meta.dump();
-    }
-    out[file] = std::move(bytes);
-  }
-  return out;
-}
 
 void check_identical(const fs::path& expected, const fs::path& got) {
   INFO("expected " << expected << ", got " << got);
   REQUIRE(fs::exists(got));
-  const auto want = checkpoint_contents(expected);
-  const auto have = checkpoint_contents(got);
+  const auto want = test::checkpoint_contents(expected);
+  const auto have = test::checkpoint_contents(got);
   REQUIRE(want.size() >= 4);
   REQUIRE(have.size() == want.size());
   for (const auto& [file, bytes] : want) {

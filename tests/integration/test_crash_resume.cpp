@@ -16,6 +16,7 @@
 #include <random>
 
 #include "support/cli.h"
+#include "support/checkpoint_files.h"
 #include "support/helpers.h"
 
 namespace fs = std::filesystem;
@@ -28,25 +29,6 @@ int trials_per_case() {
   return v != nullptr && *v != '\0' ? std::max(1, std::atoi(v)) : 3;
 }
 
-// Every file under a checkpoint directory, by relative path, with its bytes; meta.json by
-// what it says of the training state (its config names the run, so its bytes and the
-// manifest's hash of them differ between runs).
-std::map<std::string, std::string> files_of(const fs::path& dir) {
-  std::map<std::string, std::string> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (!e.is_regular_file()) continue;
-    const std::string file = fs::relative(e.path(), dir).string();
-    if (file == "manifest.json") continue;
-    std::string bytes = test::read_text(e.path());
-    if (file == "meta.json") {
-      nlohmann::json meta = nlohmann::json::parse(bytes);
-      meta.erase("config");
-      bytes = meta.dump();
-    }
-    out[file] = std::move(bytes);
-  }
-  return out;
-}
 
 fs::path final_checkpoint(const fs::path& run, int steps) {
   return run / "checkpoints" / fmt::format("step_{:08d}", steps);
@@ -68,7 +50,7 @@ int run_trials(const CrashCase& c, const test::TempDir& dir) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   INFO(ref.out << ref.err);
   REQUIRE(ref.exit_code == 0);
-  const auto expected = files_of(final_checkpoint(dir / "reference", c.steps));
+  const auto expected = test::checkpoint_contents(final_checkpoint(dir / "reference", c.steps));
   REQUIRE(expected.size() >= 2);
 
   std::mt19937 rng(20261201);
@@ -110,7 +92,7 @@ int run_trials(const CrashCase& c, const test::TempDir& dir) {
     kills += trial_kills;
     const fs::path last = final_checkpoint(dir / name, c.steps);
     REQUIRE(fs::exists(last));
-    const auto got = files_of(last);
+    const auto got = test::checkpoint_contents(last);
     REQUIRE(got.size() == expected.size());
     for (const auto& [file, bytes] : expected) {
       INFO("trial " << name << ": " << file);

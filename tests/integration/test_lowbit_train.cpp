@@ -12,6 +12,7 @@
 #include <map>
 #include <sstream>
 
+#include "support/checkpoint_files.h"
 #include "support/cli.h"
 #include "support/weights.h"
 
@@ -20,24 +21,6 @@ using namespace frugal;
 
 namespace {
 
-// Every file of a checkpoint by relative path with its bytes; meta.json without its config
-// (which names the run), the manifest left out (it hashes meta.json).
-std::map<std::string, std::string> lowbit_checkpoint_files(const fs::path& dir) {
-  std::map<std::string, std::string> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (!e.is_regular_file()) continue;
-    const std::string file = fs::relative(e.path(), dir).string();
-    if (file == "manifest.json") continue;
-    std::string bytes = test::read_text(e.path());
-    if (file == "meta.json") {
-      nlohmann::json meta = nlohmann::json::parse(bytes);
-      meta.erase("config");
-      bytes = meta.dump();
-    }
-    out[file] = std::move(bytes);
-  }
-  return out;
-}
 
 // The training losses of metrics.jsonl, in step order.
 std::vector<double> lowbit_losses(const fs::path& run) {
@@ -72,10 +55,11 @@ void check_resume_exact(const test::TempDir& dir, const fs::path& cfg, const std
                         const std::string& args) {
   lowbit_run(prefix, cfg, "--set run.name=straight " + args);
   const fs::path half = dir / "straight" / "checkpoints" / "step_00000006";
-  lowbit_run(prefix, cfg, "--set run.name=resumed --set run.resume=" + test::quote(half.string()) +
-                              " " + args);
-  const auto expected = lowbit_checkpoint_files(dir / "straight" / "checkpoints" / "step_00000012");
-  const auto got = lowbit_checkpoint_files(dir / "resumed" / "checkpoints" / "step_00000012");
+  lowbit_run(prefix, cfg,
+             "--set run.name=resumed --set run.resume=" + test::quote(half.string()) + " " + args);
+  const auto expected =
+      test::checkpoint_contents(dir / "straight" / "checkpoints" / "step_00000012");
+  const auto got = test::checkpoint_contents(dir / "resumed" / "checkpoints" / "step_00000012");
   REQUIRE(expected.size() >= 3);
   REQUIRE(got.size() == expected.size());
   for (const auto& [file, bytes] : expected) {
@@ -95,11 +79,12 @@ TEST_CASE("frugal train with adamw8bit: the loss falls; resumed, the final check
           "[integration][optim]") {
   test::TempDir dir("frugal-lowbit");
   const fs::path cfg = dir / "q.yaml";
-  test::write_text(cfg, lowbit_yaml(dir.path(), "{type: adamw8bit, lr: 0.003, weight_decay: 0.1, "
-                                                "clip_grad_norm: 1.0, quant_block: 256}"));
+  test::write_text(cfg, lowbit_yaml(dir.path(),
+                                    "{type: adamw8bit, lr: 0.003, weight_decay: 0.1, "
+                                    "clip_grad_norm: 1.0, quant_block: 256}"));
   check_resume_exact(dir, cfg, "", "");
   // What optimizer.pt holds: uint8 codes and fp32 maxima per parameter.
-  const auto files = lowbit_checkpoint_files(dir / "straight" / "checkpoints" / "step_00000012");
+  const auto files = test::checkpoint_contents(dir / "straight" / "checkpoints" / "step_00000012");
   CHECK(files.at("optimizer.pt").find("exp_avg_sq_code") != std::string::npos);
   CHECK(files.at("optimizer.pt").find("exp_avg_absmax") != std::string::npos);
 }
@@ -108,10 +93,11 @@ TEST_CASE("frugal train with adafactor: the loss falls; resumed, the final check
           "[integration][optim]") {
   test::TempDir dir("frugal-lowbit");
   const fs::path cfg = dir / "a.yaml";
-  test::write_text(cfg, lowbit_yaml(dir.path(), "{type: adafactor, lr: 0.03, weight_decay: 0.1, "
-                                                "clip_grad_norm: 1.0}"));
+  test::write_text(cfg, lowbit_yaml(dir.path(),
+                                    "{type: adafactor, lr: 0.03, weight_decay: 0.1, "
+                                    "clip_grad_norm: 1.0}"));
   check_resume_exact(dir, cfg, "", "");
-  const auto files = lowbit_checkpoint_files(dir / "straight" / "checkpoints" / "step_00000012");
+  const auto files = test::checkpoint_contents(dir / "straight" / "checkpoints" / "step_00000012");
   CHECK(files.at("optimizer.pt").find("exp_avg_sq_row") != std::string::npos);
 }
 
@@ -121,10 +107,11 @@ TEST_CASE("adamw8bit with strategy.offload.optimizer steps bit for bit as withou
   const fs::path cfg = dir / "q.yaml";
   test::write_text(cfg, lowbit_yaml(dir.path(), "{type: adamw8bit, lr: 0.003, weight_decay: 0.1}"));
   lowbit_run("", cfg, "--set run.name=plain --set train.max_steps=6");
-  lowbit_run("", cfg, "--set run.name=offload --set train.max_steps=6 "
-                      "--set strategy.offload.optimizer=true");
-  const auto a = lowbit_checkpoint_files(dir / "plain" / "checkpoints" / "step_00000006");
-  const auto b = lowbit_checkpoint_files(dir / "offload" / "checkpoints" / "step_00000006");
+  lowbit_run("", cfg,
+             "--set run.name=offload --set train.max_steps=6 "
+             "--set strategy.offload.optimizer=true");
+  const auto a = test::checkpoint_contents(dir / "plain" / "checkpoints" / "step_00000006");
+  const auto b = test::checkpoint_contents(dir / "offload" / "checkpoints" / "step_00000006");
   for (const char* file : {"model.pt", "optimizer.pt"}) {
     INFO(file);
     CHECK(a.at(file) == b.at(file));

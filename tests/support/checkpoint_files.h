@@ -1,0 +1,33 @@
+// A checkpoint's contents for byte-for-byte comparisons between runs.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "support/helpers.h"
+
+namespace frugal::test {
+
+// Every file under a checkpoint directory by relative path, with its bytes; meta.json by what
+// it says of the training state (its config names the run, so its bytes differ between runs),
+// and the manifest left out (it hashes meta.json).
+inline std::map<std::string, std::string> checkpoint_contents(const std::filesystem::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    const std::string file = std::filesystem::relative(e.path(), dir).string();
+    if (file == "manifest.json") continue;
+    std::string bytes = read_text(e.path());
+    if (file == "meta.json") {
+      nlohmann::json meta = nlohmann::json::parse(bytes);
+      meta.erase("config");
+      bytes = meta.dump();
+    }
+    out[file] = std::move(bytes);
+  }
+  return out;
+}
+
+}  // namespace frugal::test
