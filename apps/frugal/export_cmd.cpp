@@ -76,7 +76,7 @@ void add_export(CLI::App& app, Action& run) {
       ->required();
   cmd->add_option("--max-shard-mb", args->max_shard_mb,
                   "--format hf: the largest safetensors shard, in MiB (default 5120)")
-      ->check(CLI::PositiveNumber);
+      ->check(above(0));
   cmd->add_flag("--overwrite", args->overwrite, "Replace the output if it exists");
   cmd->callback([&run, args] {
     run = [args] {

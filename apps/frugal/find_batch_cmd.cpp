@@ -26,9 +26,9 @@ void add_find_batch(CLI::App& app, Action& run) {
   add_config_options(*cmd, args->src, /*path_required=*/false);
   cmd->add_option("--mode", args->options.mode, "power (double until it fails) | binsearch (then bisect)")
       ->check(CLI::IsMember({"power", "binsearch"}));
-  cmd->add_option("--steps", args->options.steps, "Optimizer steps per trial")->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", args->options.steps, "Optimizer steps per trial")->check(at_least(1));
   cmd->add_option("--max-batch", args->options.max_batch, "Largest micro-batch to try")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("-o,--output", args->output, "Write the config with the micro-batch found here");
   cmd->add_flag("--keep-global-batch", args->keep_global_batch,
                 "With -o: raise strategy.accumulation to keep the global batch");

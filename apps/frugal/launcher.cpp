@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -328,6 +329,17 @@ int launch(const LaunchOptions& o) {
   if (o.master_port < 0 || o.master_port > 65535) throw Error("launch: --master-port must be 0-65535");
   if (o.master_port == 0 && o.nnodes > 1) {
     throw Error("launch: --master-port 0 (a free port) only works on one node; give the port");
+  }
+  // A program path that cannot run is the command line's mistake: one line and exit 2 here,
+  // rather than every rank's exec failing with 127 and the launcher's account of it.
+  if (const std::string& program = o.command.front(); program.find('/') != std::string::npos) {
+    struct stat st {};
+    if (::stat(program.c_str(), &st) != 0) {
+      throw Error(fmt::format("launch: cannot run '{}': {}", program, std::strerror(errno)));
+    }
+    if (!S_ISREG(st.st_mode) || ::access(program.c_str(), X_OK) != 0) {
+      throw Error(fmt::format("launch: cannot run '{}': not an executable file", program));
+    }
   }
   struct sigaction sa{};
   sa.sa_handler = remember_signal;

@@ -33,18 +33,39 @@ int main(int argc, char** argv) {
     }
   }
   frugal::cli::add_launch(app, run, after_dashes);
+  // A misspelled command: CLI11 would only say "A subcommand is required".
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string known;
+    bool found = false;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      found = found || sub->get_name() == argv[1];
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!found) {
+      std::cerr << "frugal: error: unknown command '" << argv[1] << "' (expected one of: " << known
+                << ")" << std::endl;
+      return 2;
+    }
+  }
   try {
     app.parse(parsed_argc, argv);
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    // One line, as every other user error (CLI11's own exit() adds a second, "Run with
+    // --help for more information.").
+    std::cerr << "frugal: error: " << e.what() << " (see --help)" << std::endl;
     return 2;
   }
   try {
     return run ? run() : 0;
   } catch (const frugal::Error& e) {
     std::cerr << "frugal: error: " << e.what() << std::endl;
+    return 2;
+  } catch (const c10::OutOfMemoryError& e) {
+    // More than the machine holds (a model or batch too large for it) is the input's
+    // problem, not frugal's.
+    std::cerr << "frugal: error: " << e.what_without_backtrace() << std::endl;
     return 2;
   } catch (const c10::Error& e) {
     std::cerr << "frugal: internal error: " << e.what_without_backtrace() << std::endl;

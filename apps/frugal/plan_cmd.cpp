@@ -18,6 +18,7 @@ void add_plan(CLI::App& app, Action& run) {
     std::string gpu_memory = "80GiB";
     int64_t top = 20;
     bool all = false;
+    bool measure = false;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
@@ -27,6 +28,9 @@ void add_plan(CLI::App& app, Action& run) {
   cmd->add_option("--gpu-memory", args->gpu_memory, "Memory per rank: 80GiB, 24GB, 512MiB, bytes");
   cmd->add_option("--top", args->top, "Rows to print")->check(CLI::PositiveNumber);
   cmd->add_flag("--all", args->all, "Also print the combinations that do not fit");
+  cmd->add_flag("--measure", args->measure,
+                "Measure real micro-steps at the config's size instead of tracing on the meta "
+                "device (slow for large models)");
   cmd->callback([&run, args] {
     run = [args] {
       const Config cfg = load(args->src);
@@ -36,24 +40,25 @@ void add_plan(CLI::App& app, Action& run) {
       o.gpu_memory = load_config_string("memory: {budget: " + args->gpu_memory + "}\n",
                                         "--gpu-memory").memory.budget;
       if (o.gpu_memory <= 0) throw Error("plan: --gpu-memory must be > 0");
-      const auto profile = memory::profile_model(cfg);
-      std::cout << fmt::format(
-          "{:.2f}M parameters; activations measured at micro-batch {}: fp32 {} / with full "
-          "checkpointing {}; bf16-mixed {} / {}\n",
-          profile.params / 1e6, profile.measured_batch,
-          memory::format_bytes(profile.activations.at("fp32/none")),
-          memory::format_bytes(profile.activations.at("fp32/full")),
-          memory::format_bytes(profile.activations.at("bf16-mixed/none")),
-          memory::format_bytes(profile.activations.at("bf16-mixed/full")));
-      std::cout << "| precision | checkpointing | sharding | offload | optimizer | micro-batch | "
-                   "peak per rank | fits | time / sample (est.) |\n|---|---|---|---|---|---|---|---|---|\n";
+      const auto profile = memory::profile_model(cfg, args->measure);
+      std::cout << fmt::format("{:.2f}M parameters; activations per micro-step of {}, {}:\n",
+                               profile.params / 1e6, profile.measured_batch,
+                               profile.traced ? "traced on the meta device" : "measured");
+      for (const auto& [key, bytes] : profile.activations) {
+        std::cout << fmt::format("  {:<34} {}\n", key, memory::format_bytes(bytes));
+      }
+      std::cout << "| precision | checkpointing | offload activations | loss chunk | sharding | "
+                   "offload optimizer | optimizer | in backward | micro-batch | peak per rank | "
+                   "fits | time / sample (est.) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
       int64_t printed = 0;
       for (const auto& r : memory::plan(cfg, profile, o)) {
         if ((!r.fits && !args->all) || printed >= args->top) continue;
-        std::cout << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {:.2f} |\n", r.precision,
-                                 r.checkpointing, r.sharding, r.offload ? "optimizer" : "no",
-                                 r.optimizer, r.micro_batch, memory::format_bytes(r.peak_bytes),
-                                 r.fits ? "yes" : "no", r.time_per_sample);
+        std::cout << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2f} |\n",
+                                 r.precision, r.checkpointing, r.offload_activations ? "yes" : "no",
+                                 r.loss_chunk_tokens, r.sharding, r.offload ? "yes" : "no",
+                                 r.optimizer, r.in_backward ? "yes" : "no", r.micro_batch,
+                                 memory::format_bytes(r.peak_bytes), r.fits ? "yes" : "no",
+                                 r.time_per_sample);
         ++printed;
       }
       if (printed == 0) std::cout << "nothing fits: more ranks (--gpus), or a smaller model\n";

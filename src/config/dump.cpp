@@ -80,6 +80,9 @@ std::string yaml_scalar(const std::vector<std::string>& v) {
 }
 
 std::string yaml_scalar(Bytes<const int64_t> v) { return std::to_string(v.value); }
+std::string yaml_scalar(const MemoryAmount& v) {
+  return v.fraction > 0 ? yaml_scalar(v.fraction) : std::to_string(v.bytes);
+}
 
 std::string yaml_scalar(const std::array<double, 2>& v) {
   return "[" + yaml_scalar(v[0]) + ", " + yaml_scalar(v[1]) + "]";

@@ -39,33 +39,44 @@ ModelConfig read_model_config(const fs::path& dir, ModelConfig m) {
   if (type != "llama" && type != "mistral" && type != "qwen2") {
     fail("model_type", fmt::format("'{}' is not a Llama-family model (llama, mistral, qwen2)", type));
   }
+  // json's type errors ("type must be number, but is string") name no key: each read notes
+  // the key it reads, for the message.
+  std::string key;
+  auto at = [&key](const json& obj, const char* name) -> const json& {
+    key = name;
+    return obj.at(name);
+  };
+  auto value = [&key](const json& obj, const char* name, auto fallback) {
+    key = name;
+    return obj.value(name, fallback);
+  };
   try {
     m.type = "llama";
     m.size.clear();
-    m.vocab_size = c.at("vocab_size").get<int64_t>();
-    m.n_embd = c.at("hidden_size").get<int64_t>();
-    m.intermediate_size = c.at("intermediate_size").get<int64_t>();
-    m.n_layer = c.at("num_hidden_layers").get<int64_t>();
-    m.n_head = c.at("num_attention_heads").get<int64_t>();
-    m.n_kv_head = c.value("num_key_value_heads", m.n_head);
-    m.block_size = c.value("max_position_embeddings", m.block_size);
-    m.rms_norm_eps = c.value("rms_norm_eps", 1e-6);
-    m.tie_embeddings = c.value("tie_word_embeddings", type != "llama" && type != "mistral");
+    m.vocab_size = at(c, "vocab_size").get<int64_t>();
+    m.n_embd = at(c, "hidden_size").get<int64_t>();
+    m.intermediate_size = at(c, "intermediate_size").get<int64_t>();
+    m.n_layer = at(c, "num_hidden_layers").get<int64_t>();
+    m.n_head = at(c, "num_attention_heads").get<int64_t>();
+    m.n_kv_head = value(c, "num_key_value_heads", m.n_head);
+    m.block_size = value(c, "max_position_embeddings", m.block_size);
+    m.rms_norm_eps = value(c, "rms_norm_eps", 1e-6);
+    m.tie_embeddings = value(c, "tie_word_embeddings", type != "llama" && type != "mistral");
     m.qkv_bias = type == "qwen2";
     m.dropout = 0.0;
     if (c.contains("head_dim") && !c["head_dim"].is_null() &&
-        c["head_dim"].get<int64_t>() * m.n_head != m.n_embd) {
+        at(c, "head_dim").get<int64_t>() * m.n_head != m.n_embd) {
       fail("head_dim", fmt::format("{} x {} heads is not hidden_size {}: frugal's Llama has "
                                    "head_dim = hidden_size / num_attention_heads",
                                    c["head_dim"].get<int64_t>(), m.n_head, m.n_embd));
     }
-    if (c.value("attention_bias", false)) {
+    if (value(c, "attention_bias", false)) {
       fail("attention_bias", "true (biases on q, k, v and o) is not supported; Qwen2's q/k/v "
                              "biases are (model_type qwen2)");
     }
-    if (c.value("mlp_bias", false)) fail("mlp_bias", "true is not supported");
-    if (c.value("use_sliding_window", false)) fail("use_sliding_window", "true is not supported");
-    const std::string act = c.value("hidden_act", std::string("silu"));
+    if (value(c, "mlp_bias", false)) fail("mlp_bias", "true is not supported");
+    if (value(c, "use_sliding_window", false)) fail("use_sliding_window", "true is not supported");
+    const std::string act = value(c, "hidden_act", std::string("silu"));
     if (act != "silu") fail("hidden_act", fmt::format("'{}' (frugal's Llama uses silu)", act));
     // transformers 5 writes rope_parameters {rope_theta, rope_type, ...}; 4.x wrote
     // rope_theta at the top and rope_scaling {rope_type (or type), ...}.
@@ -73,21 +84,21 @@ ModelConfig read_model_config(const fs::path& dir, ModelConfig m) {
                     ? c["rope_parameters"]
                     : (c.contains("rope_scaling") && c["rope_scaling"].is_object() ? c["rope_scaling"]
                                                                                     : json::object());
-    m.rope_theta = rope.value("rope_theta", c.value("rope_theta", 10000.0));
-    std::string rope_type = rope.value("rope_type", rope.value("type", std::string("default")));
+    m.rope_theta = value(rope, "rope_theta", value(c, "rope_theta", 10000.0));
+    std::string rope_type = value(rope, "rope_type", value(rope, "type", std::string("default")));
     if (rope_type == "default") {
       m.rope_scaling = "none";
     } else if (rope_type == "llama3") {
       m.rope_scaling = "llama3";
-      m.rope_factor = rope.at("factor").get<double>();
-      m.rope_low_freq_factor = rope.at("low_freq_factor").get<double>();
-      m.rope_high_freq_factor = rope.at("high_freq_factor").get<double>();
-      m.rope_original_max_position = rope.at("original_max_position_embeddings").get<int64_t>();
+      m.rope_factor = at(rope, "factor").get<double>();
+      m.rope_low_freq_factor = at(rope, "low_freq_factor").get<double>();
+      m.rope_high_freq_factor = at(rope, "high_freq_factor").get<double>();
+      m.rope_original_max_position = at(rope, "original_max_position_embeddings").get<int64_t>();
     } else {
       fail("rope_type", fmt::format("'{}' is not supported (default, llama3)", rope_type));
     }
   } catch (const json::exception& e) {
-    throw Error(fmt::format("{}: {}", what, e.what()));
+    throw Error(fmt::format("{}: {}: {}", what, key, e.what()));
   }
   return m;
 }

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <type_traits>
 
@@ -191,6 +192,21 @@ void decode(const Entry& e, Bytes<int64_t> out) {
     case SizeParse::too_large:
       fail(e.loc, fmt::format("{}: {} is out of range", e.path, s));
   }
+}
+
+void decode(const Entry& e, MemoryAmount& out) {
+  // A plain number up to 1 is a share of the device (0.8 = 80%); anything else is a size.
+  const std::string& s = scalar(e, "a size such as 20GiB, or a share of the device's memory in (0, 1]");
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (!s.empty() && end == s.c_str() + s.size() && v <= 1.0) {
+    if (v < 0) fail(e.loc, fmt::format("{}: must be >= 0, got {}", e.path, s));
+    out = MemoryAmount{};
+    out.fraction = v;
+    return;
+  }
+  out = MemoryAmount{};
+  decode(e, Bytes<int64_t>{out.bytes});
 }
 
 void decode(const Entry& e, std::array<double, 2>& out) {

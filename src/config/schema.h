@@ -131,6 +131,7 @@ void for_each_field(C& c, Visit&& visit) {
   visit("strategy.checkpointing", "policy", c.strategy.checkpointing.policy);
   visit("strategy.checkpointing", "k", c.strategy.checkpointing.k);
   visit("strategy.checkpointing", "targets", c.strategy.checkpointing.targets);
+  visit("strategy.checkpointing", "memory_budget", c.strategy.checkpointing.memory_budget);
   visit("strategy.sharding", "mode", c.strategy.sharding.mode);
   visit("strategy.sharding", "bucket_mb", c.strategy.sharding.bucket_mb);
   visit("strategy.sharding", "wrap", c.strategy.sharding.wrap);

@@ -16,7 +16,7 @@ std::mutex& names_mutex() {
 std::map<std::string, std::vector<std::string>, std::less<>>& names() {
   static std::map<std::string, std::vector<std::string>, std::less<>> n = {
       {"strategy.precision", {"fp32", "bf16-mixed", "fp16-mixed", "auto"}},
-      {"strategy.checkpointing.policy", {"none", "full", "every_k", "selective"}},
+      {"strategy.checkpointing.policy", {"none", "full", "every_k", "selective", "auto"}},
       {"strategy.sharding.mode", {"none", "ddp", "zero1", "zero2", "zero3"}},
   };
   return n;

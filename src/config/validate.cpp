@@ -257,6 +257,8 @@ void check_checkpointing(const Checker& c, const CheckpointingConfig& p) {
   const std::string key = "strategy.checkpointing";
   c.one_of(p.policy, strategy_names(key + ".policy"), key + ".policy");
   c.at_least<int64_t>(p.k, 1, key + ".k");
+  c.require(p.memory_budget.empty() || p.policy == "auto", key + ".memory_budget",
+            "applies to policy auto only (the budget it chooses a policy for)", key + ".policy");
   if (p.policy == "selective")
     c.require(!p.targets.empty(), key + ".targets", "must name at least one of attn, mlp",
               key + ".policy");

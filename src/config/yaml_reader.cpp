@@ -2,6 +2,7 @@
 // that names it; the child's keys win; cycles are errors naming the whole chain).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +16,28 @@ namespace frugal::config_detail {
 namespace {
 
 namespace fs = std::filesystem;
+
+// YAML aliases (*a) share one node however often they are used, but reading the document
+// follows every use: a few lines whose aliases double at each level stand for billions of
+// keys (a "billion laughs" file) and would keep the reader busy for hours. A config is a few
+// hundred nodes; this many is no config. Counted with the aliases expanded, stopping at the
+// limit.
+constexpr size_t kMaxNodes = 100000;
+
+bool within_node_limit(const YAML::Node& node, size_t& left) {
+  if (left == 0) return false;
+  --left;
+  if (node.IsMap()) {
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      if (!within_node_limit(it->first, left) || !within_node_limit(it->second, left)) return false;
+    }
+  } else if (node.IsSequence()) {
+    for (const YAML::Node& item : node) {
+      if (!within_node_limit(item, left)) return false;
+    }
+  }
+  return true;
+}
 
 class Reader {
  public:
@@ -36,8 +59,21 @@ class Reader {
   }
 
   Entry read_text(const std::string& text, const std::string& name, const fs::path& dir) {
+    // YAML text holds no NUL byte; a file that does is binary (a checkpoint or an archive
+    // given as the config), which the parser would report by some byte's escape ("unknown
+    // escape character: " and the raw byte).
+    if (const size_t nul = text.find('\0'); nul != std::string::npos) {
+      const size_t line_begin = nul == 0 ? 0 : text.rfind('\n', nul - 1) + 1;  // npos + 1 == 0
+      const int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + nul, '\n'));
+      const int column = static_cast<int>(nul - line_begin) + 1;
+      fail(Loc{name, line, column}, "a NUL byte: a binary file, not YAML");
+    }
     const YAML::Node doc = parse(text, name);
     if (doc.IsNull()) return map_entry("", "", Loc{name});  // an empty file: all defaults
+    if (size_t left = kMaxNodes; !within_node_limit(doc, left))
+      fail(at(name, doc.Mark()),
+           fmt::format("more than {} YAML nodes once its aliases are expanded: not a config",
+                       kMaxNodes));
     if (!doc.IsMap())
       fail(at(name, doc.Mark()),
            fmt::format("a config file is a map of sections, got {}", describe(doc)));

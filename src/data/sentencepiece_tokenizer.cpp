@@ -3,6 +3,7 @@
 // segmentation and byte fallback are its own, so the ids are its ids, not a re-implementation.
 #include "sentencepiece_tokenizer.h"
 
+#include <c10/util/Logging.h>
 #include <fmt/format.h>
 #include <sentencepiece_processor.h>
 
@@ -16,6 +17,21 @@
 
 namespace frugal::detail {
 namespace {
+
+// Linking libsentencepiece corrupts one of libc10's flags, and this puts it back. Both
+// libraries export a global `FLAGS_minloglevel`: libc10's is a 4-byte int, Debian's
+// libsentencepiece's a 32-byte absl::Flag object. libc10 comes first in the lookup order, so
+// SentencePiece's static constructor builds its object over libc10's int and the bytes after
+// it, one of which is `FLAGS_caffe2_use_fatal_for_enforce`: left non-zero, every failed
+// CAFFE_ENFORCE (among them a CPU allocation that fails) aborts the process with SIGABRT
+// instead of throwing c10::Error. The constructors of a library run after those of the
+// libraries it links, so this one runs after SentencePiece's and restores libc10's default.
+// (The byte is also part of the vtable pointer of SentencePiece's flag object, which the
+// library only reads through non-virtual calls.)
+[[maybe_unused]] const bool g_enforce_throws = [] {
+  FLAGS_caffe2_use_fatal_for_enforce = false;
+  return true;
+}();
 
 // The library's messages may span lines and end in spaces; frugal's errors are one line.
 std::string one_line_status(const sentencepiece::util::Status& status) {

@@ -24,7 +24,9 @@ namespace {
 
 std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path,
                                                    const std::string& key) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a named pipe would otherwise wait for a writer, forever (it is then
+  // refused below, as it cannot be mapped); for a regular file the flag changes nothing.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail(key, path, errno);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
@@ -34,7 +36,10 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path,
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    fail(key, path, S_ISDIR(st.st_mode) ? EISDIR : EINVAL);
+    if (S_ISDIR(st.st_mode)) fail(key, path, EISDIR);
+    throw Error(fmt::format("{}: cannot open '{}': not a regular file (a pipe, socket or device "
+                            "cannot be mapped)",
+                            key, path));
   }
   std::shared_ptr<MappedFile> file(new MappedFile());
   file->path_ = path;

@@ -36,11 +36,14 @@ struct Entry {
 class SafetensorsFile {
  public:
   explicit SafetensorsFile(const std::filesystem::path& path)
-      : path_(path), fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+      // O_NONBLOCK: a named pipe would otherwise block the open until a writer comes; it is
+      // refused below. Reads of a regular file are unaffected.
+      : path_(path), fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)) {
     if (fd_.get() < 0) fail_errno();
     struct stat st {};
     if (::fstat(fd_.get(), &st) != 0) fail_errno();
     if (S_ISDIR(st.st_mode)) fail("it is a directory");
+    if (!S_ISREG(st.st_mode)) fail("not a regular file (a pipe, socket or device)");
     uint64_t file_size = static_cast<uint64_t>(st.st_size);
     if (file_size < 8) fail(fmt::format("{} bytes is too short for a safetensors file", file_size));
     uint64_t header_size = 0;

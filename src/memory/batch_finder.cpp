@@ -29,7 +29,7 @@ BatchTrial trial(const Config& cfg, const c10::Device& device, int64_t b, int64_
     model->to(device);
     StrategyConfig strategy = cfg.strategy;
     strategy.sharding = ShardingConfig{};  // one process
-    Engine engine(EngineOptions{strategy, cfg.optim.clip_grad_norm});
+    Engine engine(EngineOptions{strategy, cfg.optim.clip_grad_norm, cfg.optim.in_backward});
     engine.setup(model, make_optimizer(cfg.optim, *model));
     auto data = make_dataset(cfg.data, cfg.model, Split::train, cfg.run.seed);
     LoaderOptions lo;
@@ -39,7 +39,8 @@ BatchTrial trial(const Config& cfg, const c10::Device& device, int64_t b, int64_
     DataLoader loader(data, lo);
     for (int64_t s = 0; s < steps; ++s) {
       Batch batch = loader.next().to(device, /*non_blocking=*/true);
-      engine.step(batch, [&](const Batch& mb) { return model->loss_sum(model->forward(mb.x), mb.y); });
+      // batch_loss_sum: the trainer's loss, with model.loss_chunk_tokens and masks honoured.
+      engine.step(batch, [&](const Batch& mb) { return model->batch_loss_sum(mb); });
     }
     t.fits = true;
   } catch (const c10::OutOfMemoryError& e) {

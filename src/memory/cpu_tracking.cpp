@@ -57,7 +57,24 @@ class TrackingCpuAllocator final : public c10::Allocator {
     } else {
       now = count_allocation(bytes);
     }
-    auto* block = static_cast<char*>(c10::alloc_cpu(n + kHeader));
+    char* block = nullptr;
+    try {
+      block = static_cast<char*>(c10::alloc_cpu(n + kHeader));
+    } catch (const c10::Error&) {
+      // The system has no memory for it: undo the count (the history sees the block come and
+      // go), and fail as a full device does, with an OutOfMemoryError (which the trainer's
+      // out-of-memory report and the CLI know), not c10's allocator's plain c10::Error.
+      if (g_history.on.load(std::memory_order_relaxed)) {
+        std::lock_guard<std::mutex> lock(g_history.mutex);
+        const int64_t after = g_current.fetch_sub(bytes, std::memory_order_relaxed) - bytes;
+        if (g_history.ring) g_history.ring->push({trace::now_us(), -bytes, after});
+      } else {
+        g_current.fetch_sub(bytes, std::memory_order_relaxed);
+      }
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU out of memory: tried to allocate ", bytes,
+                       " bytes (", static_cast<double>(bytes) / (1 << 30), " GiB) with ",
+                       now - bytes, " bytes in use, and the system has no memory for it");
+    }
     *reinterpret_cast<size_t*>(block) = n;
     void* data = block + kHeader;
     // train.profile.memory: the profiler's [memory] events, as c10's own CPU allocator gives.

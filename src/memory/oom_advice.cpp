@@ -20,6 +20,31 @@ std::vector<std::string> oom_advice(const Config& cfg, const OomFigures& f) {
         "expandable_segments:True lets the allocator reuse it",
         format_bytes(f.reserved_bytes - f.allocated_bytes)));
   }
+  // Cheapest first: what costs (almost) no time, then what recomputes or copies, then what
+  // needs more ranks or the host.
+  const bool language_model = cfg.model.type == "gpt" || cfg.model.type == "llama";
+  if (language_model && cfg.model.loss_chunk_tokens == 0) {
+    // The logits and their gradient, B x T x V floats each, never exist whole.
+    const int64_t logits = 8 * cfg.data.micro_batch_size * cfg.model.block_size * cfg.model.vocab_size;
+    out.push_back(fmt::format("the chunked loss would save up to ~{} of logits "
+                              "(model.loss_chunk_tokens: 256; the output projection is "
+                              "recomputed per chunk)",
+                              format_bytes(std::min(logits, activations))));
+  }
+  const bool adam = cfg.optim.type == "adam" || cfg.optim.type == "adamw";
+  if (!cfg.optim.in_backward && cfg.optim.clip_grad_norm == 0 && s.precision != "fp16-mixed" &&
+      !s.offload.optimizer) {
+    // Gradients are 4 of the 16 bytes per parameter of Adam's state.
+    out.push_back(fmt::format("stepping in backward would free ~{} of gradients as they are "
+                              "made (optim.in_backward: true)",
+                              format_bytes(adam ? f.state_bytes / 4 : f.state_bytes / 3)));
+  }
+  if (adam && !s.offload.optimizer) {
+    // Two fp32 moments (8 of 16 bytes per parameter) become two 1-byte ones plus a scale.
+    out.push_back(fmt::format("8-bit AdamW would save ~{} of optimizer state "
+                              "(optim.type: adamw8bit)",
+                              format_bytes(f.state_bytes * 6 / 16)));
+  }
   if (!precision_spec(s.precision).autocast) {
     out.push_back(fmt::format("bf16-mixed would save ~{} of activations "
                               "(strategy.precision: bf16-mixed)", format_bytes(activations / 2)));
@@ -29,6 +54,13 @@ std::vector<std::string> oom_advice(const Config& cfg, const OomFigures& f) {
     out.push_back(fmt::format("checkpointing every block would save ~{} "
                               "(strategy.checkpointing: full; one more forward per step)",
                               format_bytes(activations * 3 / 4)));
+  }
+  if (checkpointing_enabled(s.checkpointing) && !s.offload.activations) {
+    // With checkpointing, what is left is mostly the blocks' inputs, which can wait on the host.
+    out.push_back(fmt::format("activation offload would move the checkpointed blocks' inputs "
+                              "(most of the ~{} left) to host memory "
+                              "(strategy.offload.activations: true)",
+                              format_bytes(activations)));
   }
   if (cfg.data.micro_batch_size > 1) {
     const int64_t half = cfg.data.micro_batch_size / 2;

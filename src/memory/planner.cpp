@@ -11,37 +11,128 @@
 #include "frugal/engine/engine.h"
 #include "frugal/engine/sharding_registry.h"
 #include "frugal/memory/cpu_tracking.h"
+#include "frugal/memory/meta_trace.h"
 #include "frugal/memory/stats.h"
 #include "frugal/models/blocks.h"
 #include "frugal/models/registry.h"
 #include "frugal/optim/optimizer.h"
 #include "frugal/strategy/checkpointing.h"
 #include "frugal/strategy/precision.h"
+#include "frugal/util/log.h"
 
 namespace frugal::memory {
 namespace {
 
-std::string key(const std::string& precision, const std::string& checkpointing) {
-  return precision + "/" + checkpointing;
+// The chunk the chunked-loss rows use when the config sets none: a few thousand tokens' logits
+// at a time, small next to any block's activations, large enough that the matmuls stay
+// efficient.
+constexpr int64_t kDefaultLossChunk = 2048;
+
+// Optimizer state, in bytes, for the whole model.
+double state_bytes(const std::string& optimizer, const ModelProfile& p) {
+  const double psi = static_cast<double>(p.params);
+  if (optimizer == "sgd") return 4 * psi;  // momentum
+  if (optimizer == "adamw8bit") return 2.03125 * psi;  // two 1-byte moments, fp32 scale / 256
+  if (optimizer == "adafactor") return static_cast<double>(p.adafactor_state_bytes);
+  return 8 * psi;  // adam, adamw: two fp32 moments
 }
 
-// Optimizer state per parameter, in bytes.
-int64_t state_per_param(const std::string& optimizer, double momentum) {
-  if (optimizer == "sgd") return momentum > 0 ? 4 : 0;
-  return 8;  // adam, adamw: two fp32 moments
+bool has_chunked_loss(const ModelConfig& m) { return m.type == "gpt" || m.type == "llama"; }
+
+std::vector<ActivationKey> keys_for(bool has_blocks, bool chunks) {
+  std::vector<ActivationKey> keys;
+  for (const std::string precision : {"fp32", "bf16-mixed"}) {
+    for (bool chunked : {false, true}) {
+      if (chunked && !chunks) continue;
+      keys.push_back({precision, "none", false, chunked});
+      if (!has_blocks) continue;
+      keys.push_back({precision, "full", false, chunked});
+      keys.push_back({precision, "full", true, chunked});
+    }
+  }
+  return keys;
+}
+
+// One real micro-step for `key` at the config's micro-batch: the fallback for a model the
+// meta trace cannot run.
+int64_t measure_activations(const Config& cfg, const ActivationKey& key, int64_t loss_chunk,
+                            int64_t params) {
+  const c10::Device device = resolve_device(cfg.run.device);
+  at::manual_seed(cfg.run.seed);
+  ModelConfig mc = cfg.model;
+  mc.loss_chunk_tokens = key.chunked_loss ? loss_chunk : 0;
+  auto model = make_model(mc);
+  model->to(device);
+  StrategyConfig sc;
+  sc.precision = key.precision;
+  sc.checkpointing.policy = key.checkpointing;
+  sc.offload.activations = key.offload;
+  OptimConfig sgd;  // no state: the step adds nothing to the measurement
+  sgd.type = "sgd";
+  Engine engine(EngineOptions{sc, 0.0});
+  engine.setup(model, make_optimizer(sgd, *model));
+  auto data = make_dataset(cfg.data, cfg.model, Split::train, cfg.run.seed);
+  LoaderOptions lo;
+  lo.batch_size = cfg.data.micro_batch_size;
+  lo.num_workers = 0;
+  DataLoader loader(data, lo);
+  Batch batch = loader.next().to(device);
+  const int64_t before = snapshot(device).allocated;
+  reset_peaks(device);
+  engine.step(batch, [&](const Batch& mb) { return model->batch_loss_sum(mb); });
+  const int64_t peak = snapshot(device).allocated_peak;
+  return std::max<int64_t>(0, peak - before - 4 * params);
+}
+
+// Adafactor keeps, per parameter of 2 or more dimensions, one fp32 value per row and per
+// column of its last two; per vector, the whole second moment.
+int64_t adafactor_bytes(const std::vector<at::Tensor>& params) {
+  int64_t n = 0;
+  for (const auto& t : params) {
+    if (t.dim() >= 2) {
+      const int64_t outer = t.numel() / (t.size(-1) * t.size(-2));
+      n += outer * (t.size(-1) + t.size(-2));
+    } else {
+      n += t.numel();
+    }
+  }
+  return 4 * n;
 }
 
 }  // namespace
 
-ModelProfile profile_model(const Config& cfg) {
+std::string ActivationKey::str() const {
+  return precision + "/" + checkpointing + (offload ? "+offload" : "") + (chunked_loss ? "/chunked" : "");
+}
+
+std::string PlanRow::settings() const {
+  std::string s = fmt::format("strategy.precision={} strategy.checkpointing={} data.micro_batch_size={}",
+                              precision, checkpointing, micro_batch);
+  if (offload_activations) s += " strategy.offload.activations=true";
+  if (loss_chunk_tokens > 0) s += fmt::format(" model.loss_chunk_tokens={}", loss_chunk_tokens);
+  if (sharding != "none") s += " strategy.sharding=" + sharding;
+  if (offload) s += " strategy.offload.optimizer=true";
+  s += " optim.type=" + optimizer;
+  if (in_backward) s += " optim.in_backward=true";
+  return s;
+}
+
+ModelProfile model_shape(const Config& cfg) {
   const c10::Device device = resolve_device(cfg.run.device);
-  if (device.is_cpu()) install_cpu_tracking();
   ModelProfile p;
   p.host_is_device = device.is_cpu();
   p.measured_batch = cfg.data.micro_batch_size;
+  p.loss_chunk_tokens = !has_chunked_loss(cfg.model) ? 0
+                        : cfg.model.loss_chunk_tokens > 0 ? cfg.model.loss_chunk_tokens
+                                                          : kDefaultLossChunk;
   {
+    // The parameters' shapes, from the model built on the meta device: no memory, no
+    // initialisation, whatever its size.
+    OnMetaDevice on_meta;
     auto model = make_model(cfg.model);
-    for (const auto& t : model->parameters()) p.params += t.numel();
+    const auto params = model->parameters();
+    for (const auto& t : params) p.params += t.numel();
+    p.adafactor_state_bytes = adafactor_bytes(params);
     int64_t in_blocks = 0;
     if (!model->block_lists().empty()) {
       for (const Block& b : list_blocks(*model, model->block_lists(), "plan")) {
@@ -49,33 +140,47 @@ ModelProfile profile_model(const Config& cfg) {
         for (const auto& t : b.module->parameters()) n += t.numel();
         p.largest_block = std::max(p.largest_block, n);
         in_blocks += n;
+        p.has_blocks = true;
       }
     }
     p.root = p.params - in_blocks;
   }
-  for (const std::string precision : {"fp32", "bf16-mixed"}) {
-    for (const std::string checkpointing : {"none", "full"}) {
-      at::manual_seed(cfg.run.seed);
-      auto model = make_model(cfg.model);
-      model->to(device);
-      StrategyConfig sc;
-      sc.precision = precision;
-      sc.checkpointing.policy = checkpointing;
-      OptimConfig sgd;  // no state: the step adds nothing to the measurement
-      sgd.type = "sgd";
-      Engine engine(EngineOptions{sc, 0.0});
-      engine.setup(model, make_optimizer(sgd, *model));
-      auto data = make_dataset(cfg.data, cfg.model, Split::train, cfg.run.seed);
-      LoaderOptions lo;
-      lo.batch_size = cfg.data.micro_batch_size;
-      lo.num_workers = 0;
-      DataLoader loader(data, lo);
-      Batch batch = loader.next().to(device);
-      const int64_t before = snapshot(device).allocated;
-      reset_peaks(device);
-      engine.step(batch, [&](const Batch& mb) { return model->loss_sum(model->forward(mb.x), mb.y); });
-      const int64_t peak = snapshot(device).allocated_peak;
-      p.activations[key(precision, checkpointing)] = std::max<int64_t>(0, peak - before - 4 * p.params);
+  return p;
+}
+
+ModelProfile profile_model(const Config& cfg, bool measure) {
+  const c10::Device device = resolve_device(cfg.run.device);
+  ModelProfile p = model_shape(cfg);
+  const auto keys = keys_for(p.has_blocks, p.loss_chunk_tokens > 0);
+  p.traced = !measure;
+  if (p.traced) {
+    for (const auto& key : keys) {
+      TraceSettings s;
+      s.precision = key.precision;
+      s.checkpointing.policy = key.checkpointing;
+      s.offload_activations = key.offload;
+      s.activation_prefetch = cfg.strategy.offload.activation_prefetch;
+      s.loss_chunk_tokens = key.chunked_loss ? p.loss_chunk_tokens : 0;
+      s.micro_batch = p.measured_batch;
+      auto r = trace_step(cfg, s, &p.why_measured);
+      if (!r) {
+        p.traced = false;
+        break;
+      }
+      p.activations[key.str()] = r->activation_peak;
+      p.activations_alone[key.str()] = r->activation_peak_alone;
+    }
+  }
+  if (!p.traced) {
+    if (!measure) {
+      log::info(fmt::format("plan: the meta-device trace cannot run this model ({}); measuring "
+                            "real micro-steps instead", p.why_measured));
+    }
+    if (device.is_cpu()) install_cpu_tracking();
+    for (const auto& key : keys) {
+      // A real step keeps its gradients: both figures are the one measurement.
+      p.activations[key.str()] = measure_activations(cfg, key, p.loss_chunk_tokens, p.params);
+      p.activations_alone[key.str()] = p.activations[key.str()];
     }
   }
   return p;
@@ -86,7 +191,7 @@ int64_t predict_peak(const ModelProfile& p, const PlanRow& r, int world) {
   const double psi = static_cast<double>(p.params);
   const double unit = static_cast<double>(std::max(p.largest_block, p.root));
   double params = 4 * psi, grads = 4 * psi;
-  double state = state_per_param(r.optimizer, 0.9) * psi;
+  double state = state_bytes(r.optimizer, p);
   const ShardingTraits sharding = sharding_traits(r.sharding);
   if (sharding.shards_optimizer_state) state /= n;
   if (sharding.shards_gradients) {
@@ -104,10 +209,17 @@ int64_t predict_peak(const ModelProfile& p, const PlanRow& r, int world) {
     offloaded = 8 * stepped + state;
     state = 0;
   }
-  auto it = p.activations.find(key(r.precision, r.checkpointing));
-  const double act = it == p.activations.end() || p.measured_batch == 0
+  // Whole gradients: the step's peak with all of them alive. Sharded or stepped in backward:
+  // the activations' own peak on top of the gradients that stay.
+  const bool whole_grads = !sharding.shards_gradients && !r.in_backward;
+  const ActivationKey key{r.precision, r.checkpointing, r.offload_activations, r.loss_chunk_tokens > 0};
+  const auto& table = whole_grads ? p.activations : p.activations_alone;
+  auto it = table.find(key.str());
+  const double act = it == table.end() || p.measured_batch == 0
                          ? 0.0
                          : static_cast<double>(it->second) * r.micro_batch / p.measured_batch;
+  // Stepped in backward: the gradients in flight are in the activations' own peak.
+  if (r.in_backward && !sharding.shards_gradients) grads = 0;
   double peak = params + grads + state + act;
   if (p.host_is_device) peak += offloaded;  // CPU runs: the host is the device
   return static_cast<int64_t>(peak);
@@ -123,33 +235,55 @@ std::vector<PlanRow> plan(const Config& cfg, const ModelProfile& profile, const 
   }
   std::vector<std::string> shardings = {"none"};
   if (o.gpus > 1) shardings = {"ddp", "zero1", "zero2", "zero3"};
+  // optim.in_backward steps before any gradient norm exists: only without clipping.
+  std::vector<bool> in_backward = {false};
+  if (cfg.optim.clip_grad_norm == 0) in_backward.push_back(true);
+  std::vector<int64_t> chunks = {0};
+  if (profile.loss_chunk_tokens > 0) chunks.push_back(profile.loss_chunk_tokens);
   std::vector<PlanRow> rows;
   for (const std::string precision : {"fp32", "bf16-mixed"}) {
     for (const std::string ckpt : {"none", "full"}) {
-      for (const auto& sharding : shardings) {
-        for (bool offload : {false, true}) {
-          for (const std::string optimizer : {"adamw", "sgd"}) {
-            for (int64_t b : batches) {
-              PlanRow r{precision, ckpt, sharding, offload, optimizer, b};
-              r.peak_bytes = predict_peak(profile, r, o.gpus);
-              r.fits = r.peak_bytes <= o.gpu_memory;
-              // Relative time per sample: an estimate for ranking, not a measurement. bf16
-              // runs the matmuls at twice fp32's rate on tensor cores; full checkpointing
-              // adds a forward (~1.35x, docs/benchmarks.md); sharding adds communication,
-              // offload a host step; small micro-batches pay fixed per-step costs.
-              const PrecisionSpec spec = precision_spec(precision);
-              const ShardingTraits traits = sharding_traits(sharding);
-              double t = spec.autocast && spec.dtype == at::kBFloat16 ? 0.55 : 1.0;
-              if (checkpointing_kind(ckpt) == CheckpointingKind::full) t *= 1.35;
-              if (traits.shards_parameters) {
-                t *= 1.10;  // gathers every unit's parameters in forward and again in backward
-              } else if (traits.shards_optimizer_state) {
-                t *= 1.02;  // gathers the stepped parameters once per step
+      for (bool offload_act : {false, true}) {
+        if (offload_act && ckpt == "none") continue;
+        for (int64_t chunk : chunks) {
+          const ActivationKey key{precision, ckpt, offload_act, chunk > 0};
+          if (!profile.activations.count(key.str())) continue;
+          for (const auto& sharding : shardings) {
+            for (bool offload : {false, true}) {
+              for (const std::string optimizer : {"adamw", "adamw8bit", "adafactor", "sgd"}) {
+                // Adafactor's factored moments need whole matrices, not ZeRO's flat shards.
+                if (optimizer == "adafactor" && sharding_traits(sharding).shards_optimizer_state) continue;
+                for (bool ib : in_backward) {
+                  if (ib && offload) continue;  // offload already steps during backward
+                  for (int64_t b : batches) {
+                    PlanRow r{precision, ckpt, offload_act, chunk, sharding, offload, optimizer, ib, b};
+                    r.peak_bytes = predict_peak(profile, r, o.gpus);
+                    r.fits = r.peak_bytes <= o.gpu_memory;
+                    // Relative time per sample: an estimate for ranking, not a measurement.
+                    // bf16 runs the matmuls at twice fp32's rate on tensor cores; full
+                    // checkpointing adds a forward (~1.35x, docs/benchmarks.md), activation
+                    // offload its copies where they do not overlap; the chunked loss recomputes
+                    // the output projection; sharding adds communication, optimizer offload a
+                    // host step; small micro-batches pay fixed per-step costs.
+                    const PrecisionSpec spec = precision_spec(precision);
+                    const ShardingTraits traits = sharding_traits(sharding);
+                    double t = spec.autocast && spec.dtype == at::kBFloat16 ? 0.55 : 1.0;
+                    if (checkpointing_kind(ckpt) == CheckpointingKind::full) t *= 1.35;
+                    if (offload_act) t *= 1.05;
+                    if (chunk > 0) t *= 1.03;
+                    if (traits.shards_parameters) {
+                      t *= 1.10;  // gathers every unit's parameters in forward and again in backward
+                    } else if (traits.shards_optimizer_state) {
+                      t *= 1.02;  // gathers the stepped parameters once per step
+                    }
+                    if (offload) t *= 1.3;
+                    if (optimizer == "adamw8bit" || optimizer == "adafactor") t *= 1.01;
+                    t *= 1.0 + 4.0 / static_cast<double>(b);
+                    r.time_per_sample = t;
+                    rows.push_back(r);
+                  }
+                }
               }
-              if (offload) t *= 1.3;
-              t *= 1.0 + 4.0 / static_cast<double>(b);
-              r.time_per_sample = t;
-              rows.push_back(r);
             }
           }
         }
@@ -158,7 +292,8 @@ std::vector<PlanRow> plan(const Config& cfg, const ModelProfile& profile, const 
   }
   std::stable_sort(rows.begin(), rows.end(), [](const PlanRow& a, const PlanRow& b) {
     if (a.fits != b.fits) return a.fits;
-    return a.time_per_sample < b.time_per_sample;
+    if (a.time_per_sample != b.time_per_sample) return a.time_per_sample < b.time_per_sample;
+    return a.peak_bytes < b.peak_bytes;
   });
   return rows;
 }

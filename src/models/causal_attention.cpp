@@ -124,7 +124,9 @@ class FrugalAttention : public torch::autograd::Function<FrugalAttention> {
     const Dims d = dims_of(qkv, n_head);
     at::Tensor out = at::empty({d.B, d.T, d.C}, qkv.options());
     at::Tensor lse = at::empty({d.B, d.H, d.T}, qkv.options().dtype(at::kFloat));
-    if (qkv.scalar_type() == at::kBFloat16) {
+    if (qkv.is_meta()) {
+      // A traced step: the outputs' shapes are all it needs.
+    } else if (qkv.scalar_type() == at::kBFloat16) {
       run_forward<c10::BFloat16>(d, qkv, out, lse, isa_kernels().forward_bf16);
     } else {
       run_forward<float>(d, qkv, out, lse, isa_kernels().forward);
@@ -144,7 +146,8 @@ class FrugalAttention : public torch::autograd::Function<FrugalAttention> {
     const Dims d = dims_of(qkv, ctx->saved_data["n_head"].toInt());
     at::Tensor d_out = grads[0].to(out.scalar_type()).contiguous();
     at::Tensor dqkv = at::empty_like(qkv);
-    if (qkv.scalar_type() == at::kBFloat16) {
+    if (qkv.is_meta()) {
+    } else if (qkv.scalar_type() == at::kBFloat16) {
       run_backward<c10::BFloat16>(d, qkv, out, d_out, lse, dqkv, isa_kernels().backward_bf16);
     } else {
       run_backward<float>(d, qkv, out, d_out, lse, dqkv, isa_kernels().backward);

@@ -15,7 +15,8 @@ namespace {
 // The dtype at::linear would compute the logits in here.
 at::ScalarType matmul_dtype(const at::Tensor& hidden, const at::Tensor& weight) {
   const c10::DeviceType device = hidden.device().type();
-  if (at::autocast::is_autocast_enabled(device)) return at::autocast::get_autocast_dtype(device);
+  // Meta tensors (a traced step) have no autocast state to ask for.
+  if (device != c10::DeviceType::Meta && at::autocast::is_autocast_enabled(device)) return at::autocast::get_autocast_dtype(device);
   return at::promote_types(hidden.scalar_type(), weight.scalar_type());
 }
 

@@ -23,7 +23,9 @@ const char* kernels_name(Kernels kernels) {
 }
 
 bool frugal_kernels_take(const at::Tensor& t) {
-  return t.device().is_cpu() &&
+  // Meta tensors (a traced step, memory/meta_trace.h) take the CPU kernels' path too, so the
+  // trace allocates what they allocate: flash-style, as SDPA's CUDA kernels.
+  return (t.device().is_cpu() || t.is_meta()) &&
          (t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16);
 }
 

@@ -1,5 +1,6 @@
 #include "frugal/strategy/activation_offload.h"
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
@@ -34,13 +35,41 @@ using HostCounters = ActivationOffload::HostCounters;
 // not from torch's CPU allocator (frugal's tracking allocator stands for device memory there);
 // with CUDA present, from PyTorch's caching pinned allocator, so copies are asynchronous.
 at::Tensor host_like(const at::Tensor& t, bool pinned, const std::shared_ptr<HostCounters>& counters) {
-  const int64_t bytes = static_cast<int64_t>(t.nbytes());
+  // What `t`'s sizes and strides span, which is more than its elements for a view such as
+  // one head of a packed projection: the copy keeps the strides (so backward's kernels see
+  // the layout forward gave them, and gradients stay bit-identical).
+  const int64_t bytes = static_cast<int64_t>(
+      at::detail::computeStorageNbytes(t.sizes(), t.strides(), t.element_size()));
   {
     std::lock_guard<std::mutex> lock(counters->mutex);
     counters->current += bytes;
     counters->peak = std::max(counters->peak, counters->current);
   }
   auto options = at::TensorOptions().dtype(t.dtype()).device(at::kCPU);
+  if (t.is_meta()) {
+    // A traced step (memory/meta_trace.h): the host copy holds no data either. Its storage is
+    // made here, not by the meta allocator, so that the trace counts it as host memory.
+    struct MetaCopy {
+      std::shared_ptr<HostCounters> counters;
+      int64_t bytes;
+    };
+    auto release = [](void* ctx) {
+      auto* copy = static_cast<MetaCopy*>(ctx);
+      {
+        std::lock_guard<std::mutex> lock(copy->counters->mutex);
+        copy->counters->current -= copy->bytes;
+      }
+      delete copy;
+    };
+    c10::Storage storage(c10::Storage::use_byte_size_t(), static_cast<size_t>(bytes),
+                         c10::DataPtr(nullptr, new MetaCopy{counters, bytes}, release,
+                                      c10::Device(c10::kMeta)),
+                         /*allocator=*/nullptr, /*resizable=*/false);
+    at::Tensor copy = at::detail::make_tensor<c10::TensorImpl>(
+        std::move(storage), c10::DispatchKeySet(c10::DispatchKey::Meta), t.dtype());
+    copy.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides());
+    return copy;
+  }
   if (pinned) {
     at::Tensor pinned_copy = at::empty_strided(t.sizes(), t.strides(), options.pinned_memory(true));
     // Counted down when the storage goes: a from_blob view whose deleter holds the real one.

@@ -53,6 +53,10 @@ NamedRegistry<CheckpointingPolicy>& policies() {
 CheckpointingPolicy find_policy(const std::string& name) { return policies().get(name); }
 
 void validate(const CheckpointingConfig& cfg, const std::vector<std::string>& block_lists) {
+  if (cfg.policy == kAutoCheckpointing) {
+    throw fail("policy auto is chosen from the memory budget before the model is wrapped: "
+               "resolve it first (memory::resolve_auto_checkpointing; frugal train does)");
+  }
   (void)find_policy(cfg.policy);
   const CheckpointingKind kind = checkpointing_kind(cfg.policy);
   if (kind == CheckpointingKind::none) return;
@@ -108,6 +112,12 @@ std::vector<std::pair<std::string, Unit*>> select_units(
 
 void register_checkpointing_policy(const std::string& name, CheckpointingPolicy policy) {
   if (name.empty() || !policy) throw std::invalid_argument("register_checkpointing_policy: empty");
+  // auto is no policy of the registry (it is replaced by one before any model is wrapped),
+  // but the name is taken all the same.
+  if (name == kAutoCheckpointing) {
+    throw Error("register_checkpointing_policy: the name auto is taken (strategy.checkpointing."
+                "policy auto chooses a policy from the memory budget)");
+  }
   policies().add(name, std::move(policy));
 }
 

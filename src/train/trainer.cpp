@@ -13,6 +13,7 @@
 #include "frugal/engine/sharding_registry.h"
 #include "frugal/hf/folder.h"
 #include "frugal/io/atomic_file.h"
+#include "frugal/memory/auto_policy.h"
 #include "frugal/memory/cpu_tracking.h"
 #include "frugal/memory/host_allocator.h"
 #include "frugal/memory/stats.h"
@@ -78,7 +79,17 @@ struct Trainer::Impl {
       cfg.strategy.precision = auto_precision(device);
       log::info(fmt::format("strategy.precision auto: {} on {}", cfg.strategy.precision, device.str()));
     }
-    model = make_model(cfg.model);
+    // The same for the activation policy, from the budget and this model's traced step.
+    memory::resolve_auto_checkpointing(cfg, device, job.world_size);
+    try {
+      model = make_model(cfg.model);
+    } catch (const c10::OutOfMemoryError& e) {
+      // Sizes that validate but whose parameters this machine cannot hold: the config's
+      // problem, said in the config's terms.
+      throw Error(fmt::format("model: the {} model's parameters do not fit in memory ({}); "
+                              "make the model smaller",
+                              cfg.model.type, e.what_without_backtrace()));
+    }
     // zero3 keeps a shard of each parameter per rank: its ranks take their slices of the
     // weights after setup, each reading only what it keeps; the others load whole tensors.
     const bool weights_after_setup =

@@ -150,11 +150,11 @@ TEST_CASE("config nested errors: names outside their closed sets", "[config][bad
         "bf16-mixed, fp16-mixed, auto) (did you mean 'bf16-mixed'?)");
   CHECK(error_for("strategy:\n  checkpointing:\n    policy: selectiv\n") ==
         "c.yaml:3:5: strategy.checkpointing.policy: unknown value 'selectiv' (expected one of: "
-        "none, full, every_k, selective) (did you mean 'selective'?)");
+        "none, full, every_k, selective, auto) (did you mean 'selective'?)");
   // The shorthand is located at its key.
   CHECK(error_for("strategy:\n  checkpointing: ful\n") ==
         "c.yaml:2:3: strategy.checkpointing.policy: unknown value 'ful' (expected one of: none, "
-        "full, every_k, selective) (did you mean 'full'?)");
+        "full, every_k, selective, auto) (did you mean 'full'?)");
   // Each target at its own place in the list.
   CHECK(error_for("strategy:\n  checkpointing:\n    targets: [attn, mlpp]\n") ==
         "c.yaml:3:21: strategy.checkpointing.targets[1]: unknown value 'mlpp' (expected one of: "
@@ -193,7 +193,7 @@ TEST_CASE("config nested errors: overrides and parents", "[config][bad_input]") 
         "got 0");
   CHECK(error_for("", {"strategy.checkpointing=fulll"}) ==
         "--set strategy.checkpointing: strategy.checkpointing.policy: unknown value 'fulll' "
-        "(expected one of: none, full, every_k, selective) (did you mean 'full'?)");
+        "(expected one of: none, full, every_k, selective, auto) (did you mean 'full'?)");
   CHECK(error_for("", {"strategy.grad_scaler=3"}) ==
         "--set strategy.grad_scaler: section 'strategy.grad_scaler' must be a map of keys, got 3");
   CHECK(error_for("", {"strategy.checkpointing.targets=[attn, x]"}) ==

@@ -85,3 +85,32 @@ TEST_CASE("optim.in_backward and model.loss_chunk_tokens from YAML train as the 
   REQUIRE(chunked.size() == 6);
   for (size_t i = 0; i < plain.size(); ++i) CHECK(std::abs(chunked[i] - plain[i]) < 1e-5);
 }
+
+TEST_CASE("strategy.checkpointing.policy auto from YAML: the chosen policy is recorded and the "
+          "run's peak stays under the budget",
+          "[integration][cli][memory_options][auto_policy]") {
+  test::TempDir dir("frugal-auto-policy");
+  // memory.budget is the tracking allocator's hard limit on the CPU: a step past it fails.
+  const std::string budget = "170MiB";
+  auto r = test::run_command(
+      test::frugal_binary() + " train " + test::quote((test::source_dir() / "configs/default.yaml").string()) +
+          " --set run.dir=" + test::quote(dir.path().string()) + " --set run.name=auto" +
+          " --set run.device=cpu --set data.type=synthetic --set data.synthetic_samples=512" +
+          " --set strategy.checkpointing.policy=auto --set memory.budget=" + budget +
+          " --set train.max_steps=3 --set train.log_every=1 --set train.eval_batches=0"
+          " --set train.progress=none --set generate.tokens=0",
+      300);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK((r.out + r.err).find("strategy.checkpointing auto: selective (attn)") != std::string::npos);
+  const std::string resolved = test::read_text(dir / "auto" / "config.resolved.yaml");
+  CHECK(resolved.find("policy: \"selective\"") != std::string::npos);
+  int64_t peak = 0;
+  std::istringstream lines(test::read_text(dir / "auto" / "metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("mem_allocated_peak_bytes")) peak = std::max(peak, j.at("mem_allocated_peak_bytes").get<int64_t>());
+  }
+  CHECK(peak > 0);
+  CHECK(peak <= (int64_t{170} << 20));
+}

@@ -62,6 +62,20 @@ TEST_CASE("out-of-memory advice follows the config", "[unit][memory]") {
   CHECK(has("checkpointing every block would save ~48.0 MiB"));
   CHECK(has("zero3 over 4 ranks would hold ~4.0 MiB"));
   CHECK(has("offloading the optimizer would move ~8.0 MiB"));
+  // The options past PyTorch's floor, cheapest first: the default model is a GPT with no
+  // chunked loss and no clipping.
+  CHECK(has("the chunked loss would save up to ~"));
+  CHECK(has("stepping in backward would free ~4.0 MiB of gradients"));
+  CHECK(has("8-bit AdamW would save ~6.0 MiB of optimizer state"));
+  auto position = [&](const std::string& s) {
+    for (size_t i = 0; i < advice.size(); ++i) {
+      if (advice[i].find(s) != std::string::npos) return i;
+    }
+    return advice.size();
+  };
+  CHECK(position("chunked loss") < position("bf16-mixed"));
+  CHECK(position("stepping in backward") < position("checkpointing every block"));
+  CHECK(position("checkpointing every block") < position("zero3 over"));
   // What is already on is not advised again; CUDA fragmentation is.
   cfg.strategy.precision = "bf16-mixed";
   cfg.strategy.checkpointing.policy = "full";
@@ -74,5 +88,15 @@ TEST_CASE("out-of-memory advice follows the config", "[unit][memory]") {
   CHECK_FALSE(has("checkpointing every block"));
   CHECK_FALSE(has("zero3 over"));
   CHECK_FALSE(has("offloading"));
+  CHECK(has("activation offload would move the checkpointed blocks' inputs"));
   CHECK(has("fragmentation: 100.0 MiB reserved but unused"));
+  cfg.model.loss_chunk_tokens = 256;
+  cfg.optim.type = "adamw8bit";
+  cfg.optim.clip_grad_norm = 1.0;
+  cfg.strategy.offload.activations = true;
+  advice = memory::oom_advice(cfg, f);
+  CHECK_FALSE(has("chunked loss"));
+  CHECK_FALSE(has("stepping in backward"));
+  CHECK_FALSE(has("8-bit AdamW"));
+  CHECK_FALSE(has("activation offload"));
 }

@@ -217,6 +217,7 @@ TEST_CASE("config nested: to_yaml writes sub-sections as nested maps and reads t
         "    policy: \"none\"\n"
         "    k: 2\n"
         "    targets: [\"attn\"]\n"
+        "    memory_budget: 0\n"
         "  sharding:\n"
         "    mode: \"none\"\n"
         "    bucket_mb: 25.0\n"

@@ -69,7 +69,7 @@ TEST_CASE("a registered checkpointing policy is chosen by name from YAML", "[uni
   // Before registration, YAML names the known policies.
   CHECK_THROWS_WITH(load_config_string("strategy: {checkpointing: last_half}\n", "c.yaml"),
                     Catch::Contains("unknown value 'last_half' (expected one of: none, full, "
-                                    "every_k, selective)"));
+                                    "every_k, selective, auto)"));
   register_checkpointing_policy("last_half", [](int64_t i, int64_t n, const CheckpointingConfig&) {
     return i >= n / 2 ? std::vector<std::string>{""} : std::vector<std::string>{};
   });

@@ -181,10 +181,21 @@ struct GradScalerConfig {
 
 // Activation checkpointing: which blocks drop their activations after forward and recompute
 // them in backward.
+// A memory size: bytes, or a share of the device's memory (0 < fraction <= 1).
+struct MemoryAmount {
+  int64_t bytes = 0;
+  double fraction = 0.0;
+  bool empty() const { return bytes == 0 && fraction == 0.0; }
+};
+
 struct CheckpointingConfig {
-  std::string policy = "none";  // none | full | every_k | selective
+  // none | full | every_k | selective | auto (the cheapest of none, selective, every_k, full,
+  // full + activation offload whose predicted peak fits memory_budget: memory/auto_policy.h)
+  std::string policy = "none";
   int64_t k = 2;                // every_k: blocks 0, k, 2k, ...
   std::vector<std::string> targets = {"attn"};  // selective: sub-blocks by name (attn, mlp)
+  // auto: the peak to stay under; empty = memory.budget (CPU) or the device's memory (CUDA).
+  MemoryAmount memory_budget;
 };
 
 // How the training state is spread over the ranks of a multi-process job.

@@ -1,12 +1,17 @@
 // `frugal plan CFG --gpus N --gpu-memory 80GiB`: predicted per-rank peak memory of every
-// strategy combination (precision x checkpointing x sharding x offload x optimizer x
-// micro-batch), from the parameter count and one measured micro-step of the actual model per
-// precision x checkpointing; those that fit, ranked by an estimate of time per sample.
+// strategy combination (precision x checkpointing x activation offload x chunked loss x
+// sharding x optimizer offload x optimizer x optimizer-in-backward x micro-batch), and those
+// that fit ranked by an estimate of time per sample.
 //
-// Peak = parameters + gradients + optimizer state (each whole or divided by N as the
-// sharding mode's traits say, frugal::sharding_traits; zero3 adds the units it gathers at
-// once; offload moves the optimizer's state to the host) + activations (measured at the
-// config's micro-batch, scaled linearly).
+// Peak = parameters + gradients (whole, sharded, or only a block's in flight with
+// optim.in_backward) + optimizer state (per optimizer: AdamW 8 B/parameter, 8-bit AdamW ~2,
+// Adafactor rows + columns, SGD 0 or 4; divided by N as the sharding mode's traits say,
+// frugal::sharding_traits; moved to the host by offload) + activations.
+//
+// Activations come from one micro-step per precision x checkpointing x loss chunking traced
+// on the meta device (meta_trace.h): the model is never built in real memory and nothing is
+// computed, so an 8B model plans in seconds. A model the trace cannot run (an operator with
+// no meta kernel) is measured instead: one real micro-step each, at the config's size.
 #pragma once
 
 #include <cstdint>
@@ -18,26 +23,48 @@
 
 namespace frugal::memory {
 
+// Which activation memory a row's strategies leave: the key of ModelProfile::activations.
+struct ActivationKey {
+  std::string precision = "fp32";     // fp32 | bf16-mixed
+  std::string checkpointing = "none";  // none | full
+  bool offload = false;                // strategy.offload.activations (with full: inputs on the host)
+  bool chunked_loss = false;           // model.loss_chunk_tokens > 0
+  std::string str() const;
+};
+
 struct ModelProfile {
   int64_t params = 0;          // trained parameters
   int64_t largest_block = 0;   // parameters of the largest block
   int64_t root = 0;            // parameters outside the blocks
-  int64_t measured_batch = 0;  // micro-batch of the measurements
-  // Activation bytes of one micro-step (peak - state - gradients), by "precision/checkpointing".
+  bool has_blocks = false;     // the model names block lists (checkpointing applies)
+  int64_t adafactor_state_bytes = 0;  // Adafactor's factored moments for these parameters
+  int64_t measured_batch = 0;  // micro-batch of the traces / measurements
+  int64_t loss_chunk_tokens = 0;  // the chunk the chunked-loss rows use (0: the model has none)
+  bool traced = true;          // false: measured with real steps (the trace could not run)
+  std::string why_measured;    // the trace's failure, when measured
+  // Activation bytes of one micro-step (peak - parameters - gradients), by ActivationKey::str().
   std::map<std::string, int64_t> activations;
+  // The same with each gradient dropped once accumulated (peak - parameters): what rows whose
+  // gradients are sharded or stepped in backward add to their resident state.
+  std::map<std::string, int64_t> activations_alone;
   bool host_is_device = true;  // CPU runs: offloaded state lands on the same memory
 };
 
 struct PlanRow {
   std::string precision = "fp32";
   std::string checkpointing = "none";
+  bool offload_activations = false;
+  int64_t loss_chunk_tokens = 0;
   std::string sharding = "none";
-  bool offload = false;
+  bool offload = false;  // strategy.offload.optimizer
   std::string optimizer = "adamw";
+  bool in_backward = false;  // optim.in_backward
   int64_t micro_batch = 1;
   int64_t peak_bytes = 0;        // predicted, per rank
   double time_per_sample = 0.0;  // relative estimate (lower is faster)
   bool fits = false;
+  // The settings of this row, as --set arguments ("strategy.precision=bf16-mixed ...").
+  std::string settings() const;
 };
 
 struct PlanOptions {
@@ -46,9 +73,12 @@ struct PlanOptions {
   std::vector<int64_t> micro_batches;  // empty: the config's x 1/2, 1, 2, 4
 };
 
-// Measures one micro-step per precision (fp32, bf16-mixed) x checkpointing (none, full) at the
-// config's micro-batch, on the config's device.
-ModelProfile profile_model(const Config& cfg);
+// The parameters' counts (whole, largest block, root, Adafactor's state), from the model built
+// on the meta device; no activations yet.
+ModelProfile model_shape(const Config& cfg);
+// Traces (or, where the trace cannot run, measures) one micro-step per activation key at the
+// config's micro-batch, for the config's device. measure = true always measures.
+ModelProfile profile_model(const Config& cfg, bool measure = false);
 int64_t predict_peak(const ModelProfile& profile, const PlanRow& row, int world);
 // Every combination, predicted; fitting rows first, by time_per_sample.
 std::vector<PlanRow> plan(const Config& cfg, const ModelProfile& profile, const PlanOptions& o);

@@ -43,6 +43,10 @@ CheckpointingKind checkpointing_kind(const std::string& policy);
 // even if it picks no unit of a given model; only applying it can tell.)
 bool checkpointing_enabled(const CheckpointingConfig& cfg);
 
+// strategy.checkpointing.policy: auto, which the trainer replaces by a policy before any model
+// is wrapped (memory/auto_policy.h); apply_checkpointing refuses it.
+inline constexpr const char* kAutoCheckpointing = "auto";
+
 // The name checkpointing's wrapper has on a Unit (Unit::has_wrapper).
 inline constexpr const char* kCheckpointWrapperName = "checkpoint";
 
