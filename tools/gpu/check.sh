@@ -54,9 +54,11 @@ grep -h PRETTY_NAME /etc/os-release 2>/dev/null || uname -a
 machine_glibc=$(ldd --version 2>&1 | head -1 | grep -o '[0-9]*\.[0-9]*$')
 echo "glibc $machine_glibc; cores: $(nproc)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
-"$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' ||
+# One import of torch for both questions (each costs seconds).
+torch_info=$("$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())') ||
   fail "$py has no torch"
-if "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+echo "$torch_info"
+if [ "${torch_info##* }" = True ]; then
   dev=cuda
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 else
