@@ -123,7 +123,6 @@ std::optional<TraceResult> trace_step(const Config& cfg, const TraceSettings& s,
     TraceResult r;
     int64_t param_bytes = 0;
     for (const auto& p : model->parameters()) {
-      r.params += p.numel();
       param_bytes += static_cast<int64_t>(p.nbytes());
     }
     int64_t weight_copies = 0;
@@ -173,7 +172,6 @@ std::optional<TraceResult> trace_step(const Config& cfg, const TraceSettings& s,
         r.activation_peak_alone = std::max<int64_t>(0, above_params) + weight_copies;
       }
     }
-    if (offload) r.host_activation_peak = offload->stats().host_peak_bytes;
     return r;
   } catch (const c10::Error& e) {
     if (why_not != nullptr) {

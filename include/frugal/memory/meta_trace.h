@@ -47,14 +47,12 @@ struct TraceSettings {
 };
 
 struct TraceResult {
-  int64_t params = 0;             // trained parameters (elements)
   // Peak of everything but the parameters and their gradients, bytes: activations, the
   // loss's logits, temporaries, and autocast's weight copies.
   int64_t activation_peak = 0;
   // The same with each gradient dropped once accumulated: the activations' own peak (plus the
   // largest gradients in flight), for runs whose gradients are sharded or stepped in backward.
   int64_t activation_peak_alone = 0;
-  int64_t host_activation_peak = 0;  // offloaded activations held on the host at once, bytes
 };
 
 // The trace of one micro-step of cfg's model (cfg.model, the shapes of cfg.data's batches).
