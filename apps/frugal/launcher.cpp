@@ -51,17 +51,26 @@ struct Stream {
   int fd = -1;      // read end of the pipe, -1 once closed
   int out_fd = 1;   // where its lines go
   std::string pending;
+  // The last line with something in it: a failed rank's error, repeated in the launcher's
+  // account of the job's end, where a long interleaved log would otherwise bury it.
+  std::string last_line;
 
   void emit(const std::string& prefix, bool flush_partial) {
     size_t start = 0;
     for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
-      write_all(out_fd, prefix + pending.substr(start, nl + 1 - start));
+      print(prefix, pending.substr(start, nl - start));
     }
     pending.erase(0, start);
     if (flush_partial && !pending.empty()) {
-      write_all(out_fd, prefix + pending + "\n");
+      print(prefix, pending);
       pending.clear();
     }
+  }
+
+ private:
+  void print(const std::string& prefix, const std::string& line) {
+    write_all(out_fd, prefix + line + "\n");
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last_line = line;
   }
 };
 
@@ -255,7 +264,8 @@ bool any_running(const std::vector<Child>& children) {
 struct Outcome {
   int code = 0;
   int failed_rank = -1;
-  int signal = 0;  // a signal the launcher received and forwarded
+  int signal = 0;          // a signal the launcher received and forwarded
+  std::string last_error;  // the failed rank's last line on stderr
 };
 
 Outcome run_attempt(const LaunchOptions& o, int attempt) {
@@ -315,6 +325,9 @@ Outcome run_attempt(const LaunchOptions& o, int attempt) {
     }
   }
   if (outcome.signal != 0) outcome.code = 128 + outcome.signal;
+  for (const auto& c : children) {
+    if (c.rank == outcome.failed_rank) outcome.last_error = c.err.last_line;
+  }
   return outcome;
 }
 
@@ -355,7 +368,9 @@ int launch(const LaunchOptions& o) {
                       attempt + 1, o.max_restarts));
       continue;
     }
-    say(fmt::format("job failed: rank {} exited with code {}", r.failed_rank, r.code));
+    say(fmt::format("job failed: rank {} exited with code {}{}", r.failed_rank, r.code,
+                    r.last_error.empty() ? std::string()
+                                         : fmt::format("; its last words: {}", r.last_error)));
     return r.code;
   }
 }

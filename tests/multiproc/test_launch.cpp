@@ -25,7 +25,8 @@ TEST_CASE("a failing rank stops the others and its exit code is the job's",
           "[multiproc][launch][bad_input]") {
   const auto start = std::chrono::steady_clock::now();
   CommandResult r = launch(
-      3, "/bin/sh -c " + quote("if [ \"$RANK\" = 1 ]; then sleep 1; exit 7; fi; exec sleep 60"),
+      3, "/bin/sh -c " + quote("if [ \"$RANK\" = 1 ]; then sleep 1; echo 'the disk is full' >&2; "
+                   "echo >&2; exit 7; fi; exec sleep 60"),
       60, "--grace 2");
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -33,7 +34,9 @@ TEST_CASE("a failing rank stops the others and its exit code is the job's",
   CHECK(r.exit_code == 7);
   CHECK_THAT(r.err, Catch::Contains("frugal launch: rank 1 exited with code 7; stopping the "
                                     "other ranks"));
-  CHECK_THAT(r.err, Catch::Contains("frugal launch: job failed: rank 1 exited with code 7"));
+  // Its last words (the last line on stderr with anything in it) close the account.
+  CHECK_THAT(r.err, Catch::EndsWith("frugal launch: job failed: rank 1 exited with code 7; its "
+                                    "last words: the disk is full\n"));
   CHECK(seconds < 20);
 }
 

@@ -54,9 +54,12 @@ grep -h PRETTY_NAME /etc/os-release 2>/dev/null || uname -a
 machine_glibc=$(ldd --version 2>&1 | head -1 | grep -o '[0-9]*\.[0-9]*$')
 echo "glibc $machine_glibc; cores: $(nproc)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
-# One import of torch for both questions (each costs seconds).
-torch_info=$("$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())') ||
+# One import of torch for every question (each costs seconds): its version, CUDA, and where it
+# lies (the bundle's run takes it from FRUGAL_GPU_TORCH_SITE instead of importing torch again).
+torch_info=$("$py" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__))); print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())') ||
   fail "$py has no torch"
+export FRUGAL_GPU_TORCH_SITE=${torch_info%%$'\n'*}
+torch_info=${torch_info#*$'\n'}
 echo "$torch_info"
 if [ "${torch_info##* }" = True ]; then
   dev=cuda
@@ -121,13 +124,35 @@ export_pt() {
   [ -f "$runs/$1.pt" ] || x bin/frugal export "$runs/$1" --format pt -o "$runs/$1.pt" >>"$OUT/train-$1.log" 2>&1
 }
 compare() { "$py" tools/gpu/reference/compare.py "$@" 2>>"$OUT/compare.err"; }
-# same_weights NAME REF TOLERANCE CHECK: exported weights of two runs within TOLERANCE.
+# same_weights NAME REF TOLERANCE CHECK: exported weights of two runs within TOLERANCE. The
+# comparisons wait for the end (weight_rows), where one Python process makes them all: each
+# torch import costs seconds. The row's place in the table is held by a mark.
+pairs="$work/weight-pairs.tsv"
+n_pairs=0
 same_weights() {
-  local name=$1 ref=$2 tol=$3 check=$4 j d
+  local name=$1 ref=$2 tol=$3 check=$4
   if ! export_pt "$name" || ! export_pt "$ref"; then row "$check" "FAIL (export)" - - "max abs diff <= $tol"; return; fi
-  j=$(compare weights "$runs/$name.pt" "$runs/$ref.pt")
-  d=$(field "$j" '["max_abs_diff"]')
-  row "$check" "$(verdict "$d <= $tol")" "max abs diff $d" "run '$ref'" "<= $tol over $(field "$j" '["elements"]') values"
+  printf '%s\t%s\t%s\t%s\n' "$runs/$name.pt" "$runs/$ref.pt" "$tol" "$check" >>"$pairs"
+  n_pairs=$((n_pairs + 1))
+  echo "@@weights $n_pairs@@" >>"$rows"
+  say "$check: compared at the end"
+}
+weight_rows() {
+  [ $n_pairs = 0 ] && return
+  say "weight comparisons ($n_pairs, one Python process)"
+  local done="$work/weight-rows.md" i=0 line
+  compare weight-rows "$pairs" >"$done" || : >"$done"
+  while IFS= read -r line; do
+    if [[ $line == "@@weights "*"@@" ]]; then
+      i=$((i + 1))
+      line=$(sed -n "${i}p" "$done")
+      [ -n "$line" ] || line="| weight comparison $i | FAIL (compare.py; see compare.err) | - | - | - |"
+      say "$line"
+      case $line in "| "*" | FAIL"*) n_fail=$((n_fail + 1)) ;; esac
+    fi
+    printf '%s\n' "$line"
+  done <"$rows" >"$rows.new"
+  mv "$rows.new" "$rows"
 }
 
 say "CUDA tests from the test binary"
@@ -287,6 +312,7 @@ if [ $dev = cuda ] && [ $quick = 0 ]; then
 fi
 
 # --- 5. Summary, last -------------------------------------------------------------------------
+weight_rows
 {
   echo "## tools/gpu/check.sh, $(date -u +%Y-%m-%d), $gpu ($([ $from_source = 1 ] && echo "source build" || echo "bundle"))"
   echo

@@ -3,6 +3,9 @@ figures, with torch alone (the GPU machine's python3 has no other package). Each
 prints one JSON object on stdout.
 
   weights A.pt B.pt            max |a - b| over every tensor of two exported state dicts
+  weight-rows PAIRS.tsv        the same for every line "A.pt  B.pt  TOLERANCE  CHECK" of PAIRS
+                               (one torch import for all of check.sh's bit-exact rows): prints
+                               their summary rows, one a line, instead of a JSON object
   losses A.jsonl B.jsonl       max |a - b| and max relative difference of the logged losses
   scaler METRICS.jsonl INIT GROWTH_INTERVAL
                                torch.amp.GradScaler on this machine's device, fed an inf
@@ -19,7 +22,8 @@ import os
 import pickle
 import sys
 
-import torch
+# torch is imported by the subcommands that need it: its import costs seconds, and check.sh
+# calls this script once a row.
 
 
 def records(path):
@@ -28,6 +32,7 @@ def records(path):
 
 
 def weights(a, b):
+    import torch
     sa, sb = torch.load(a, map_location="cpu"), torch.load(b, map_location="cpu")
     if sorted(sa) != sorted(sb):
         return {"error": f"different names: {sorted(set(sa) ^ set(sb))[:5]}"}
@@ -50,7 +55,29 @@ def losses(a, b):
             "final_a": la[steps[-1]], "final_b": lb[steps[-1]]}
 
 
+def weight_rows(pairs):
+    out = []
+    with open(pairs) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            a, b, tol, check = line.rstrip("\n").split("\t")
+            try:
+                r = weights(a, b)
+            except Exception as e:  # an unreadable export is this row's failure, not the table's
+                r = {"error": f"{type(e).__name__}: {e}"}
+            ref = os.path.basename(b)[: -len(".pt")]
+            if "error" in r:
+                out.append(f"| {check} | FAIL ({r['error']}) | - | run '{ref}' | max abs diff <= {tol} |")
+                continue
+            ok = "pass" if r["max_abs_diff"] <= float(tol) else "FAIL"
+            out.append(f"| {check} | {ok} | max abs diff {r['max_abs_diff']} | run '{ref}' "
+                       f"| <= {tol} over {r['elements']} values |")
+    return out
+
+
 def scaler(path, init_scale, growth_interval):
+    import torch
     device = "cuda" if torch.cuda.is_available() else "cpu"
     recs = records(path)
     p = torch.ones(4, device=device, requires_grad=True)
@@ -80,6 +107,7 @@ def scaler(path, init_scale, growth_interval):
 
 
 def memory(model_json, batch, steps):
+    import torch
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "bench", "python"))
     from frugal_models import Gpt  # noqa: E402
     c = json.loads(model_json)
@@ -113,6 +141,9 @@ def snapshot(path):
 
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
+    if cmd == "weight-rows":
+        print("\n".join(weight_rows(*args)))
+        return
     fn = {"weights": weights, "losses": losses, "scaler": scaler, "memory": memory,
           "snapshot": snapshot}[cmd]
     print(json.dumps(fn(*args)))
