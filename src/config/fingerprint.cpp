@@ -10,36 +10,95 @@
 // caches, so it stays out too, like every section not named here.
 #include <fmt/format.h>
 
+#include <map>
+#include <vector>
+
 #include "frugal/config/load.h"
 #include "internal.h"
 
 namespace frugal {
 
+namespace {
+
+// The fields the fingerprint hashes, as YAML.
+std::string fingerprinted_yaml(const Config& config) {
+  return config_detail::dump(config, [&config](std::string_view section, std::string_view key) {
+    // Only the keys the model type reads: another type's sizes (or keys added for one
+    // later) never change a run's fingerprint.
+    if (section == "model") {
+      return key != "size" && config_detail::key_is_read(config, section, key);
+    }
+    // How a step's global batch is cut (micro-batches x accumulation x ranks) does not
+    // change what is computed: the trainer checks the global batch itself at resume.
+    if (section == "data") {
+      return key != "num_workers" && key != "pin_memory" && key != "micro_batch_size";
+    }
+    if (section == "strategy" && key == "accumulation") return false;
+    // None of these changes what is computed (offload steps the same values elsewhere);
+    // sharded checkpoints reshard across zero modes.
+    if (section == "strategy.checkpointing" || section == "strategy.sharding" ||
+        section == "strategy.offload") {
+      return false;
+    }
+    // By top-level section, so a sub-section added later is hashed with its parent.
+    const std::string_view top = section.substr(0, section.find('.'));
+    return top == "model" || top == "data" || top == "optim" || top == "schedule" ||
+           top == "strategy";
+  });
+}
+
+// "section.key" -> value of dump()'s YAML: a key's section is the last line less indented.
+std::vector<std::pair<std::string, std::string>> flatten(const std::string& yaml) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::vector<std::string> sections;
+  size_t start = 0;
+  while (start < yaml.size()) {
+    size_t end = yaml.find('\n', start);
+    if (end == std::string::npos) end = yaml.size();
+    const std::string line = yaml.substr(start, end - start);
+    start = end + 1;
+    const size_t indent = line.find_first_not_of(' ');
+    const size_t colon = line.find(':');
+    if (indent == std::string::npos || colon == std::string::npos) continue;
+    sections.resize(std::min(sections.size(), indent / 2));
+    const std::string key = line.substr(indent, colon - indent);
+    if (colon + 1 >= line.size()) {
+      sections.push_back(key);
+      continue;
+    }
+    std::string path;
+    for (const auto& s : sections) path += s + ".";
+    out.emplace_back(path + key, line.substr(colon + 2));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> fingerprint_differences(const Config& saved, const Config& ours) {
+  const auto a = flatten(fingerprinted_yaml(saved));
+  const auto b = flatten(fingerprinted_yaml(ours));
+  std::map<std::string, std::string> theirs(a.begin(), a.end());
+  std::map<std::string, std::string> mine(b.begin(), b.end());
+  std::vector<std::string> out;
+  for (const auto& [key, value] : a) {
+    const auto it = mine.find(key);
+    if (it == mine.end()) {
+      out.push_back(fmt::format("{}: {} in the checkpoint, not read here", key, value));
+    } else if (it->second != value) {
+      out.push_back(fmt::format("{}: {} in the checkpoint, {} here", key, value, it->second));
+    }
+  }
+  for (const auto& [key, value] : b) {
+    if (!theirs.contains(key)) {
+      out.push_back(fmt::format("{}: not in the checkpoint, {} here", key, value));
+    }
+  }
+  return out;
+}
+
 std::string config_fingerprint(const Config& config) {
-  const std::string text =
-      config_detail::dump(config, [&config](std::string_view section, std::string_view key) {
-        // Only the keys the model type reads: another type's sizes (or keys added for one
-        // later) never change a run's fingerprint.
-        if (section == "model") {
-          return key != "size" && config_detail::key_is_read(config, section, key);
-        }
-        // How a step's global batch is cut (micro-batches x accumulation x ranks) does not
-        // change what is computed: the trainer checks the global batch itself at resume.
-        if (section == "data") {
-          return key != "num_workers" && key != "pin_memory" && key != "micro_batch_size";
-        }
-        if (section == "strategy" && key == "accumulation") return false;
-        // None of these changes what is computed (offload steps the same values elsewhere);
-        // sharded checkpoints reshard across zero modes.
-        if (section == "strategy.checkpointing" || section == "strategy.sharding" ||
-            section == "strategy.offload") {
-          return false;
-        }
-        // By top-level section, so a sub-section added later is hashed with its parent.
-        const std::string_view top = section.substr(0, section.find('.'));
-        return top == "model" || top == "data" || top == "optim" || top == "schedule" ||
-               top == "strategy";
-      });
+  const std::string text = fingerprinted_yaml(config);
   // FNV-1a, 64 bits: tiny, stable across platforms and releases (std::hash is neither).
   uint64_t hash = 14695981039346656037ull;
   for (unsigned char ch : text) {

@@ -85,6 +85,28 @@ void CheckpointManager::save(int64_t step, const LoaderPosition& data) {
   last_step_ = step;
 }
 
+namespace {
+
+// What differs, by name, from the config the checkpoint recorded; the two hashes where that
+// config cannot be read (a checkpoint of an older frugal, a model folder since moved).
+std::string fingerprint_mismatch(const json& meta, const std::string& theirs,
+                                 const std::string& ours, const Config& cfg) {
+  try {
+    const Config saved = load_config_string(meta.value("config", std::string()), "meta.json");
+    const std::vector<std::string> diffs = fingerprint_differences(saved, cfg);
+    if (!diffs.empty()) {
+      std::string text;
+      for (size_t i = 0; i < diffs.size() && i < 3; ++i) text += (i ? "; " : "") + diffs[i];
+      if (diffs.size() > 3) text += fmt::format("; and {} more", diffs.size() - 3);
+      return text;
+    }
+  } catch (const std::exception&) {
+  }
+  return fmt::format("fingerprint {} vs {}", theirs, ours);
+}
+
+}  // namespace
+
 CheckpointManager::Resumed CheckpointManager::resume(const fs::path& from) {
   dist::CheckpointReader saved(from, comm_ ? comm_->rank() : 0);
   const json meta = io::checkpoint_meta(saved.checkpoint(), from);
@@ -93,8 +115,8 @@ CheckpointManager::Resumed CheckpointManager::resume(const fs::path& from) {
   if (theirs != ours) {
     throw Error(fmt::format(
         "run.resume: checkpoint '{}' was written with different model/data/optim/schedule/"
-        "strategy settings (fingerprint {} vs {}); restore them or start a new run.name",
-        from.string(), theirs, ours));
+        "strategy settings ({}); restore them or start a new run.name",
+        from.string(), fingerprint_mismatch(meta, theirs, ours, cfg_)));
   }
   const int64_t saved_batch = meta.value("global_batch", global_batch());
   if (saved_batch != global_batch()) {

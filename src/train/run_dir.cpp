@@ -84,7 +84,8 @@ RunDirPlan prepare_run_dir(const Config& cfg, bool create) {
     if (create) fs::create_directories(plan.dir);
     return plan;
   }
-  if (non_empty_dir(plan.dir)) {
+  plan.fresh = !non_empty_dir(plan.dir);
+  if (!plan.fresh) {
     if (!cfg.run.overwrite) {
       const bool has_checkpoint = latest_checkpoint(plan.dir / "checkpoints").has_value();
       throw Error(fmt::format(

@@ -190,7 +190,19 @@ TrainResult Trainer::run() {
     for (const auto& line : s.plan.warnings) log::warn(line);
   }
   log::info(fmt::format("run directory: {}", s.plan.dir.string()));
-  s.build();
+  try {
+    s.build();
+  } catch (...) {
+    // A model that cannot be built, data that cannot be read: the directory this start made
+    // holds only its log, and would refuse the corrected command's rerun. The error itself
+    // reaches the user on stderr.
+    if (s.main && s.plan.fresh) {
+      log::close_files();
+      std::error_code ec;
+      fs::remove_all(s.plan.dir, ec);
+    }
+    throw;
+  }
 
   TrainResult result;
   result.run_dir = s.plan.dir;

@@ -44,6 +44,29 @@ TEST_CASE("frugal train writes config, metrics, log and checkpoints", "[integrat
   CHECK(ckpts.back().filename() == "step_00000007");
 }
 
+TEST_CASE("a start that fails leaves no run directory behind: the corrected command reruns",
+          "[integration][cli][bad_input]") {
+  test::TempDir dir("frugal-cli-failed-start");
+  test::write_text(dir / "tiny.yaml", test::tiny_gpt_yaml((dir / "runs").string(), "t", 2));
+  const std::string train = "train " + test::quote((dir / "tiny.yaml").string());
+  // Data that is not there: found while the run is built, after its directory was made.
+  auto bad = test::frugal(train + " --set data.type=tokens --set data.path=" +
+                          test::quote((dir / "missing.bin").string()));
+  INFO(bad.out << bad.err);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("missing.bin"));
+  CHECK_FALSE(fs::exists(dir / "runs/t"));
+  auto good = test::frugal(train);
+  INFO(good.out << good.err);
+  CHECK(good.exit_code == 0);
+  // A directory this start did not make (an earlier run's) stays, with all it held.
+  auto again = test::frugal(train + " --set run.resume=auto --set train.max_steps=3 "
+                            "--set data.type=tokens --set data.path=" +
+                            test::quote((dir / "missing.bin").string()));
+  CHECK(again.exit_code == 2);
+  CHECK(fs::exists(dir / "runs/t/checkpoints/step_00000002/manifest.json"));
+}
+
 TEST_CASE("strategies from YAML: fp16-mixed with checkpointing reports scale and memory",
           "[integration][cli]") {
   test::TempDir dir("frugal-cli-strat");

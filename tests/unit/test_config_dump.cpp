@@ -1,5 +1,9 @@
 // to_yaml round trips exactly; the fingerprint follows only what changes training.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <cmath>
 
 #include "frugal/config/load.h"
@@ -170,4 +174,25 @@ TEST_CASE("config: fingerprint follows what changes the training numbers", "[con
   // Memory-only: resuming may turn them on or off (test_config_nested.cpp has each key).
   CHECK_FALSE(changed([](Config& c) { c.strategy.checkpointing.policy = "full"; }));
   CHECK_FALSE(changed([](Config& c) { c.memory.budget = 1000; }));
+}
+
+TEST_CASE("config: a refused resume names the fingerprinted settings that differ", "[config][unit]") {
+  Config saved, ours;
+  ours.model.n_embd = saved.model.n_embd * 2;
+  ours.optim.lr = 0.125;
+  ours.strategy.checkpointing.policy = "full";  // not fingerprinted: not named
+  const auto diffs = frugal::fingerprint_differences(saved, ours);
+  REQUIRE(diffs.size() == 2);
+  CHECK(diffs[0] == fmt::format("model.n_embd: {} in the checkpoint, {} here", saved.model.n_embd,
+                                ours.model.n_embd));
+  CHECK(diffs[1].rfind("optim.lr: ", 0) == 0);
+  CHECK(diffs[1].find(" here") != std::string::npos);
+  CHECK(frugal::fingerprint_differences(saved, saved).empty());
+  // A key one model type reads and the other does not.
+  Config llama = saved;
+  llama.model.type = "llama";
+  const auto types = frugal::fingerprint_differences(saved, llama);
+  INFO(fmt::format("{}", fmt::join(types, "\n")));
+  CHECK(std::find(types.begin(), types.end(),
+                  "model.type: \"gpt\" in the checkpoint, \"llama\" here") != types.end());
 }

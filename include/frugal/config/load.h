@@ -42,6 +42,10 @@ std::string to_yaml(const Config& config);
 // given a different configuration.
 std::string config_fingerprint(const Config& config);
 
+// The fingerprinted settings in which `saved` (a checkpoint's config) and `ours` differ, one
+// line each ("model.n_embd: 32 in the checkpoint, 64 here"), for a refused resume to name them.
+std::vector<std::string> fingerprint_differences(const Config& saved, const Config& ours);
+
 // The model settings of a resolved config (config.resolved.yaml, a checkpoint's meta.json),
 // without reading model.init_from's folder again (its path is kept).
 ModelConfig resolved_model_config(const std::string& yaml_text, const std::string& source_name);

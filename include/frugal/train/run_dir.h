@@ -21,6 +21,9 @@ struct RunDirPlan {
   std::filesystem::path dir;
   std::optional<std::filesystem::path> resume_from;  // checkpoint directory to load
   std::vector<std::string> warnings;  // what resume: auto rejected, and what it took instead
+  // This run made the directory (it was not there, or was empty): a start that fails before
+  // writing anything of its own removes it again, so that the same command can be rerun.
+  bool fresh = false;
 };
 
 // Decides, and creates the directory (removing the old one only when run.overwrite is true).
