@@ -155,6 +155,7 @@ void for_each_field(C& c, Visit&& visit) {
 
   visit("distributed", "backend", c.distributed.backend);
   visit("distributed", "timeout_s", c.distributed.timeout_s);
+  visit("distributed", "debug", c.distributed.debug);
 }
 
 // A section written as one scalar is short for {key: scalar}: `checkpointing: full` is

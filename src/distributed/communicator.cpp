@@ -9,10 +9,18 @@
 #include <torch/nn/module.h>
 #include <torch/utils.h>
 
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <thread>
 
 #include "c10d_group.h"
 #include "store_socket.h"
+#include "frugal/io/atomic_file.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
 #include "frugal/util/trace.h"
@@ -26,6 +34,15 @@ void Work::wait() {
   wait();
 }
 
+Communicator::Communicator(RankInfo info, c10::Device device)
+    : info_(std::move(info)), device_(device) {
+  if (const char* v = std::getenv("FRUGAL_FAULT_SKIP_COLLECTIVE"); v != nullptr && *v != '\0') {
+    int rank = -1;
+    long long seq = -1;
+    if (std::sscanf(v, "%d:%lld", &rank, &seq) == 2 && rank == info_.rank) skip_seq_ = seq;
+  }
+}
+
 void Communicator::count(const std::string& op, int64_t payload, double sent_factor) {
   Traffic& t = traffic_[op];
   ++t.calls;
@@ -33,30 +50,156 @@ void Communicator::count(const std::string& op, int64_t payload, double sent_fac
   t.sent_bytes += static_cast<int64_t>(static_cast<double>(payload) * sent_factor);
 }
 
-Work Communicator::all_reduce(at::Tensor& tensor, Reduce op, bool async) {
+namespace {
+
+// distributed.debug's fingerprint of a collective: sequence number, op, dtype, size and the
+// first bytes of its tag, as int64s every rank gathers.
+constexpr int kTagWords = 6;
+constexpr int kPrintWords = 4 + kTagWords;
+const char* const kOps[] = {"all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier"};
+
+std::string op_name(int64_t code) {
+  return code >= 0 && code < 5 ? kOps[code] : fmt::format("op {}", code);
+}
+
+}  // namespace
+
+void Communicator::check_same_collective(const char* op, const at::Tensor* tensor,
+                                         std::string_view tag) {
+  std::vector<int64_t> mine(kPrintWords, 0);
+  mine[0] = recorder_.next_seq();
+  mine[1] = std::find_if(std::begin(kOps), std::end(kOps),
+                         [&](const char* o) { return std::string_view(o) == op; }) -
+            std::begin(kOps);
+  mine[2] = tensor != nullptr ? static_cast<int64_t>(tensor->scalar_type()) : -1;
+  mine[3] = tensor != nullptr ? tensor->numel() : 0;
+  std::memcpy(mine.data() + 4, tag.data(), std::min(tag.size(), sizeof(int64_t) * kTagWords));
+  at::Tensor local = at::from_blob(mine.data(), {kPrintWords}, at::kLong).to(device_);
+  at::Tensor all = at::empty({kPrintWords * size()}, local.options());
+  do_all_gather(all, local).wait();
+  const at::Tensor cpu = all.cpu();
+  const int64_t* got = cpu.data_ptr<int64_t>();
+  auto side = [&](int r) {
+    const int64_t* w = got + static_cast<ptrdiff_t>(r) * kPrintWords;
+    char text[sizeof(int64_t) * kTagWords + 1] = {};
+    std::memcpy(text, w + 4, sizeof(int64_t) * kTagWords);
+    std::string d = fmt::format("rank {}: #{} {}", r, w[0], op_name(w[1]));
+    if (w[2] >= 0) {
+      d += fmt::format(" {} x{}", c10::toString(static_cast<c10::ScalarType>(w[2])), w[3]);
+    }
+    if (text[0] != '\0') d += fmt::format(" [{}]", text);
+    return d;
+  };
+  for (int r = 0; r < size(); ++r) {
+    if (std::equal(got + static_cast<ptrdiff_t>(r) * kPrintWords,
+                   got + static_cast<ptrdiff_t>(r + 1) * kPrintWords, mine.begin())) {
+      continue;
+    }
+    throw Error(fmt::format(
+        "distributed.debug: the ranks are about to run different collectives ({}; {}): one of "
+        "them took another path through the step",
+        side(rank()), side(r)));
+  }
+}
+
+std::string Communicator::dump_flight_recorder(const std::string& why, double wait_s) {
+  if (dump_dir_.empty()) return "";
+  std::error_code ec;
+  std::filesystem::create_directories(dump_dir_, ec);
+  try {
+    io::write_file_atomic(dump_dir_ / fmt::format("rank_{}.json", rank()),
+                          recorder_.to_json(rank(), size(), why));
+  } catch (const std::exception&) {
+  }
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000));
+  for (;;) {
+    int present = 0;
+    for (int r = 0; r < size(); ++r) {
+      present += std::filesystem::exists(dump_dir_ / fmt::format("rank_{}.json", r), ec);
+    }
+    if (present == size() || std::chrono::steady_clock::now() >= until) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return flight_recorder_verdict(dump_dir_, size());
+}
+
+void Communicator::fail_with_dump(const std::string& message) {
+  if (dump_dir_.empty()) {
+    const auto recs = recorder_.records();
+    throw Error(fmt::format("{} (this rank's collective: {})", message,
+                            recs.empty() ? std::string("none") : describe(recs.back())));
+  }
+  // The other ranks see the same failure within moments (a peer's closed connection, or the
+  // same timeout): their dumps are waited for briefly, to compare.
+  throw Error(fmt::format("{}; {}", message, dump_flight_recorder(message, 3.0)));
+}
+
+Work Communicator::recorded(const char* op, const at::Tensor* tensor, std::string_view tag,
+                            const std::function<Work()>& issue) {
+  if (skip_seq_ >= 0 && recorder_.next_seq() == skip_seq_) {
+    skip_seq_ = -1;
+    log::warn(fmt::format("FRUGAL_FAULT_SKIP_COLLECTIVE: rank {} skips its collective #{} ({})",
+                          rank(), recorder_.next_seq(), op));
+    return Work();
+  }
+  if (debug_ && size() > 1) {
+    try {
+      check_same_collective(op, tensor, tag);
+    } catch (const Error& e) {
+      // Both sides are named already; the dump keeps what led up to it.
+      (void)dump_flight_recorder(e.what(), 0.0);
+      throw Error(dump_dir_.empty() ? std::string(e.what())
+                                    : fmt::format("{} (dumps in '{}')", e.what(),
+                                                  dump_dir_.string()));
+    }
+  }
+  const int64_t seq =
+      recorder_.begin(op, tensor != nullptr ? c10::toString(tensor->scalar_type()) : "",
+                      tensor != nullptr ? tensor->numel() : 0, tag);
+  Work inner;
+  try {
+    inner = issue();
+  } catch (const Error& e) {
+    recorder_.finish(seq, false);
+    fail_with_dump(e.what());
+  }
+  return Work([this, seq, inner]() mutable {
+    try {
+      inner.wait();
+    } catch (const Error& e) {
+      recorder_.finish(seq, false);
+      fail_with_dump(e.what());
+    }
+    recorder_.finish(seq, true);
+  });
+}
+
+Work Communicator::all_reduce(at::Tensor& tensor, Reduce op, bool async, std::string_view tag) {
   const double n = size();
   trace::Range range(trace::names_wanted() ? trace::collective_name("all_reduce", tensor.nbytes()) : "");
   count("all_reduce", tensor.nbytes(), 2.0 * (n - 1) / n);
-  Work w = do_all_reduce(tensor, op);
+  Work w = recorded("all_reduce", &tensor, tag, [&] { return do_all_reduce(tensor, op); });
   if (!async) w.wait();
   return w;
 }
 
-void Communicator::broadcast(at::Tensor& tensor, int root) {
+void Communicator::broadcast(at::Tensor& tensor, int root, std::string_view tag) {
   trace::Range range(trace::names_wanted() ? trace::collective_name("broadcast", tensor.nbytes())
                                            : "");
   count("broadcast", tensor.nbytes(), size() > 1 ? 1.0 : 0.0);
-  do_broadcast(tensor, root).wait();
+  recorded("broadcast", &tensor, tag, [&] { return do_broadcast(tensor, root); }).wait();
 }
 
-Work Communicator::all_gather(at::Tensor& output, const at::Tensor& input, bool async) {
+Work Communicator::all_gather(at::Tensor& output, const at::Tensor& input, bool async,
+                              std::string_view tag) {
   if (output.numel() != input.numel() * size()) {
     throw std::invalid_argument("all_gather: output must hold world_size x input elements");
   }
   const double n = size();
   trace::Range range(trace::names_wanted() ? trace::collective_name("all_gather", output.nbytes()) : "");
   count("all_gather", output.nbytes(), (n - 1) / n);
-  Work w = do_all_gather(output, input);
+  Work w = recorded("all_gather", &input, tag, [&] { return do_all_gather(output, input); });
   if (!async) w.wait();
   return w;
 }
@@ -67,21 +210,23 @@ double all_reduce_scalar(Communicator& comm, double v, Reduce op) {
   return t.item<double>();
 }
 
-Work Communicator::reduce_scatter(at::Tensor& output, const at::Tensor& input, bool async) {
+Work Communicator::reduce_scatter(at::Tensor& output, const at::Tensor& input, bool async,
+                                  std::string_view tag) {
   if (input.numel() != output.numel() * size()) {
     throw std::invalid_argument("reduce_scatter: input must hold world_size x output elements");
   }
   const double n = size();
   trace::Range range(trace::names_wanted() ? trace::collective_name("reduce_scatter", input.nbytes()) : "");
   count("reduce_scatter", input.nbytes(), (n - 1) / n);
-  Work w = do_reduce_scatter(output, input);
+  Work w = recorded("reduce_scatter", &input, tag,
+                    [&] { return do_reduce_scatter(output, input); });
   if (!async) w.wait();
   return w;
 }
 
 void Communicator::barrier() {
   trace::Range range("barrier");
-  do_barrier().wait();
+  recorded("barrier", nullptr, {}, [&] { return do_barrier(); }).wait();
 }
 
 namespace detail {
@@ -193,14 +338,18 @@ std::shared_ptr<Communicator> init_from_env(const DistributedConfig& cfg, const 
     store = c10::make_intrusive<c10d::PrefixStore>(
         fmt::format("frugal/attempt_{}", info.restart_count), store);
   }
+  std::shared_ptr<Communicator> comm;
   if (backend == "nccl") {
     auto pg = detail::make_nccl_backend(store, info, timeout);
-    return std::make_shared<detail::C10dGroup>(
+    comm = std::make_shared<detail::C10dGroup>(
         info, c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(info.local_rank)), pg,
         timeout);
+  } else {
+    auto pg = detail::make_gloo_backend(store, info, timeout);
+    comm = std::make_shared<detail::C10dGroup>(info, c10::Device(c10::kCPU), pg, timeout);
   }
-  auto pg = detail::make_gloo_backend(store, info, timeout);
-  return std::make_shared<detail::C10dGroup>(info, c10::Device(c10::kCPU), pg, timeout);
+  comm->set_debug(cfg.debug);
+  return comm;
 }
 
 std::shared_ptr<Communicator> init_from_env(const DistributedConfig& cfg) {

@@ -41,7 +41,8 @@ struct DataParallel::State {
     while (next_launch < static_cast<int64_t>(buckets.size())) {
       Bucket& b = buckets[next_launch];
       if (!force && b.ready < b.size) break;
-      b.work = comm->all_reduce(b.flat, Reduce::kSum, /*async=*/true);
+      b.work = comm->all_reduce(b.flat, Reduce::kSum, /*async=*/true,
+                               fmt::format("bucket {}", next_launch));
       if (in_backward) ++launched_in_backward;
       final_gradients.started(static_cast<size_t>(next_launch),
                               [this](size_t b) { return finish_bucket(b); });

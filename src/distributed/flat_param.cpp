@@ -80,7 +80,7 @@ void FlatParam::start_gather(Communicator& comm, bool async) {
   // The input must not alias the output (zero1/2 shards are views of `full`).
   gather_input = shard.detach().to(full.options().dtype(param_dtype), /*non_blocking=*/false,
                                    /*copy=*/true);
-  gathering = comm.all_gather(full, gather_input, async);
+  gathering = comm.all_gather(full, gather_input, async, name);
   if (!async) gather_input = at::Tensor();
 }
 
@@ -105,7 +105,7 @@ void FlatParam::start_reduce(Communicator& comm) {
     }
   }
   reduce_output = at::empty({shard_numel}, reduce_input.options());
-  reducing = comm.reduce_scatter(reduce_output, reduce_input, /*async=*/true);
+  reducing = comm.reduce_scatter(reduce_output, reduce_input, /*async=*/true, name);
 }
 
 void FlatParam::finish_reduce() {

@@ -419,7 +419,7 @@ bool ZeroSharding::any_across_ranks(bool local) {
 at::Tensor ZeroSharding::grad_norm_squared(const std::vector<at::Tensor>& params) {
   // Every rank's shards' squares, summed: the norm of the whole gradient (padding is zero).
   at::Tensor local = frugal::grad_norm_squared(params).to(comm_->device());
-  comm_->all_reduce(local);
+  comm_->all_reduce(local, Reduce::kSum, /*async=*/false, "gradient norm");
   return local.cpu();
 }
 

@@ -29,7 +29,7 @@ void add_rank_figures(dist::Communicator& comm, json& record, double seconds,
                                 static_cast<double>(mem.host_rss_peak)},
                                at::TensorOptions(comm.device()).dtype(at::kDouble));
   at::Tensor all = at::empty({3 * comm.size()}, mine.options());
-  comm.all_gather(all, mine);
+  comm.all_gather(all, mine, /*async=*/false, "metrics");
   all = all.cpu().contiguous();
   const double* v = all.const_data_ptr<double>();  // (size, 3), row per rank
   std::vector<double> times;

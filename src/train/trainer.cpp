@@ -4,11 +4,13 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 
 #include "frugal/config/load.h"
 #include "frugal/data/dataset.h"
 #include "frugal/data/loader.h"
 #include "frugal/distributed/communicator.h"
+#include "frugal/distributed/fatal_dump.h"
 #include "frugal/engine/device.h"
 #include "frugal/engine/sharding_registry.h"
 #include "frugal/hf/folder.h"
@@ -184,7 +186,14 @@ TrainResult Trainer::run() {
 
   // Every rank decides (and fails) alike; rank 0 alone creates, and the others wait for it.
   s.plan = prepare_run_dir(cfg, /*create=*/s.main);
-  if (s.comm) s.comm->barrier();
+  // A rank stopped by a signal, or by a failure no caller can catch, still leaves its
+  // collectives' record in the run directory (distributed/fatal_dump.h).
+  std::optional<dist::FatalDumpScope> fatal_dump;
+  if (s.comm) {
+    s.comm->barrier();
+    s.comm->set_flight_recorder_dir(s.plan.dir / "flight_recorder");
+    if (s.comm->size() > 1) fatal_dump.emplace(*s.comm);
+  }
   if (s.main) log::add_file((s.plan.dir / "train.log").string());
   if (s.main) {
     for (const auto& line : s.plan.warnings) log::warn(line);

@@ -248,6 +248,9 @@ struct MemoryConfig {
 struct DistributedConfig {
   std::string backend = "auto";  // auto | nccl | gloo
   double timeout_s = 300;
+  // Before each collective the ranks compare what they are about to run, and fail at once
+  // naming both sides when they differ (one more small all_gather per collective).
+  bool debug = false;
 };
 
 struct Config {

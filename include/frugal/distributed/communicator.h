@@ -12,6 +12,7 @@
 #include <c10/core/Device.h>
 
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -19,6 +20,7 @@
 
 #include "frugal/config/config.h"
 #include "frugal/distributed/env.h"
+#include "frugal/distributed/flight_recorder.h"
 
 namespace torch::nn {
 class Module;
@@ -59,22 +61,40 @@ class Communicator {
   const c10::Device& device() const { return device_; }
   virtual std::string backend() const = 0;
 
+  // `tag` names what a collective serves ("blocks.3/decay", "bucket 2") in the flight
+  // recorder and in distributed.debug's checks.
   // In place; every rank ends with the reduction of all ranks' tensors.
-  Work all_reduce(at::Tensor& tensor, Reduce op = Reduce::kSum, bool async = false);
+  Work all_reduce(at::Tensor& tensor, Reduce op = Reduce::kSum, bool async = false,
+                  std::string_view tag = {});
   // In place; every rank ends with `root`'s tensor.
-  void broadcast(at::Tensor& tensor, int root = 0);
+  void broadcast(at::Tensor& tensor, int root = 0, std::string_view tag = {});
   // output (N * in.numel(), contiguous) = concatenation of every rank's `input`.
-  Work all_gather(at::Tensor& output, const at::Tensor& input, bool async = false);
+  Work all_gather(at::Tensor& output, const at::Tensor& input, bool async = false,
+                  std::string_view tag = {});
   // output (in.numel() / N) = this rank's slice of the sum of every rank's `input`.
-  Work reduce_scatter(at::Tensor& output, const at::Tensor& input, bool async = false);
+  Work reduce_scatter(at::Tensor& output, const at::Tensor& input, bool async = false,
+                      std::string_view tag = {});
   void barrier();
+
+  // This rank's recent collectives (flight_recorder.h).
+  const FlightRecorder& flight_recorder() const { return recorder_; }
+  // Where a failed collective's dumps go (rank_N.json; the trainer: <run dir>/flight_recorder).
+  // Unset, a failure dumps nothing and its error names only this rank's collective.
+  void set_flight_recorder_dir(std::filesystem::path dir) { dump_dir_ = std::move(dir); }
+  // Writes this rank's dump (`why` in it) and returns the verdict over the dumps there, after
+  // waiting up to `wait_s` for the other ranks' (flight_recorder_verdict); "" with no folder.
+  std::string dump_flight_recorder(const std::string& why, double wait_s);
+  // distributed.debug: before each collective the ranks compare what they are about to run
+  // (sequence number, op, dtype, size, tag) and fail at once, naming both sides, when they
+  // differ, instead of pairing the wrong collectives or waiting out the timeout.
+  void set_debug(bool on) { debug_ = on; }
 
   // Traffic by collective name ("all_reduce", ...), since construction or the last reset.
   std::map<std::string, Traffic> traffic() const { return traffic_; }
   void reset_traffic() { traffic_.clear(); }
 
  protected:
-  Communicator(RankInfo info, c10::Device device) : info_(std::move(info)), device_(device) {}
+  Communicator(RankInfo info, c10::Device device);
   virtual Work do_all_reduce(at::Tensor& tensor, Reduce op) = 0;
   virtual Work do_broadcast(at::Tensor& tensor, int root) = 0;
   virtual Work do_all_gather(at::Tensor& output, const at::Tensor& input) = 0;
@@ -83,10 +103,22 @@ class Communicator {
 
  private:
   void count(const std::string& op, int64_t payload, double sent_factor);
+  // Issues a collective through `issue` with its record (and distributed.debug's check);
+  // the Work it returns finishes the record, and on failure dumps it and names the rank behind.
+  Work recorded(const char* op, const at::Tensor* tensor, std::string_view tag,
+                const std::function<Work()>& issue);
+  void check_same_collective(const char* op, const at::Tensor* tensor, std::string_view tag);
+  [[noreturn]] void fail_with_dump(const std::string& message);
 
   RankInfo info_;
   c10::Device device_;
   std::map<std::string, Traffic> traffic_;
+  FlightRecorder recorder_;
+  std::filesystem::path dump_dir_;
+  bool debug_ = false;
+  // FRUGAL_FAULT_SKIP_COLLECTIVE=RANK:SEQ (tests): this rank does not issue its collective
+  // SEQ, as a rank whose code took another path would not.
+  int64_t skip_seq_ = -1;
 };
 
 // One number reduced over every rank (a blocking all_reduce of one float64).
