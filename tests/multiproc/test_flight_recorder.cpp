@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "frugal/distributed/flight_recorder.h"
@@ -62,22 +63,26 @@ std::string zero3_job(const fs::path& dir, const std::string& extra) {
          extra;
 }
 
+// The job at world 2 with rank 1 skipping its collective #100 (in the training steps: the
+// first ones broadcast the model); the result and the seconds it took.
+std::pair<test::CommandResult, double> skipping_job(const fs::path& dir, const std::string& extra) {
+  const auto start = std::chrono::steady_clock::now();
+  auto r = test::run_command("FRUGAL_FAULT_SKIP_COLLECTIVE=1:100 " +
+                                 test::quote(test::frugal_binary()) +
+                                 " launch --nproc-per-node 2 --master-port 0 --grace 5 -- " +
+                                 zero3_job(dir, extra),
+                             120);
+  return {r, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+}
+
 }  // namespace
 
 TEST_CASE("a rank that skips a collective: the job fails with every rank's record and a verdict; "
           "distributed.debug names both sides at once",
           "[multiproc][distributed][reliability]") {
   test::TempDir dir("frugal-flight-job");
-  // Collective #100 of rank 1 is in the training steps (the first ones broadcast the model).
-  const std::string fault = "FRUGAL_FAULT_SKIP_COLLECTIVE=1:100 ";
   {
-    const auto start = std::chrono::steady_clock::now();
-    auto r = test::run_command(fault + test::quote(test::frugal_binary()) +
-                                   " launch --nproc-per-node 2 --master-port 0 --grace 5 -- " +
-                                   zero3_job(dir / "plain", ""),
-                               120);
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const auto [r, s] = skipping_job(dir / "plain", "");
     INFO(r.out << r.err);
     CHECK(r.exit_code != 0);
     CHECK_THAT(r.err, Catch::Contains("rank 1 skips its collective #100"));
@@ -98,13 +103,7 @@ TEST_CASE("a rank that skips a collective: the job fails with every rank's recor
     CHECK(unfinished);
   }
   {
-    const auto start = std::chrono::steady_clock::now();
-    auto r = test::run_command(fault + test::quote(test::frugal_binary()) +
-                                   " launch --nproc-per-node 2 --master-port 0 --grace 5 -- " +
-                                   zero3_job(dir / "debug", "--set distributed.debug=true"),
-                               120);
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const auto [r, s] = skipping_job(dir / "debug", "--set distributed.debug=true");
     INFO(r.out << r.err);
     CHECK(r.exit_code == 2);
     // Both ranks at their #100: rank 0's is the collective rank 1 skipped, rank 1's the next.
