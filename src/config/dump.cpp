@@ -107,6 +107,15 @@ std::vector<std::string> split_dots(std::string_view path) {
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> dump_fields(
+    const Config& config, const std::function<bool(std::string_view, std::string_view)>& keep) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for_each_field(config, [&](const char* section, const char* key, const auto& field) {
+    if (keep(section, key)) out.emplace_back(std::string(section) + "." + key, yaml_scalar(field));
+  });
+  return out;
+}
+
 std::string dump(const Config& config,
                  const std::function<bool(std::string_view, std::string_view)>& keep) {
   std::string out;

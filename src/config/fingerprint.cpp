@@ -10,6 +10,7 @@
 // caches, so it stays out too, like every section not named here.
 #include <fmt/format.h>
 
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -20,9 +21,9 @@ namespace frugal {
 
 namespace {
 
-// The fields the fingerprint hashes, as YAML.
-std::string fingerprinted_yaml(const Config& config) {
-  return config_detail::dump(config, [&config](std::string_view section, std::string_view key) {
+// What the fingerprint hashes: keep(section, key) for the dumps of `config`.
+std::function<bool(std::string_view, std::string_view)> fingerprinted(const Config& config) {
+  return [&config](std::string_view section, std::string_view key) {
     // Only the keys the model type reads: another type's sizes (or keys added for one
     // later) never change a run's fingerprint.
     if (section == "model") {
@@ -44,40 +45,14 @@ std::string fingerprinted_yaml(const Config& config) {
     const std::string_view top = section.substr(0, section.find('.'));
     return top == "model" || top == "data" || top == "optim" || top == "schedule" ||
            top == "strategy";
-  });
-}
-
-// "section.key" -> value of dump()'s YAML: a key's section is the last line less indented.
-std::vector<std::pair<std::string, std::string>> flatten(const std::string& yaml) {
-  std::vector<std::pair<std::string, std::string>> out;
-  std::vector<std::string> sections;
-  size_t start = 0;
-  while (start < yaml.size()) {
-    size_t end = yaml.find('\n', start);
-    if (end == std::string::npos) end = yaml.size();
-    const std::string line = yaml.substr(start, end - start);
-    start = end + 1;
-    const size_t indent = line.find_first_not_of(' ');
-    const size_t colon = line.find(':');
-    if (indent == std::string::npos || colon == std::string::npos) continue;
-    sections.resize(std::min(sections.size(), indent / 2));
-    const std::string key = line.substr(indent, colon - indent);
-    if (colon + 1 >= line.size()) {
-      sections.push_back(key);
-      continue;
-    }
-    std::string path;
-    for (const auto& s : sections) path += s + ".";
-    out.emplace_back(path + key, line.substr(colon + 2));
-  }
-  return out;
+  };
 }
 
 }  // namespace
 
 std::vector<std::string> fingerprint_differences(const Config& saved, const Config& ours) {
-  const auto a = flatten(fingerprinted_yaml(saved));
-  const auto b = flatten(fingerprinted_yaml(ours));
+  const auto a = config_detail::dump_fields(saved, fingerprinted(saved));
+  const auto b = config_detail::dump_fields(ours, fingerprinted(ours));
   std::map<std::string, std::string> theirs(a.begin(), a.end());
   std::map<std::string, std::string> mine(b.begin(), b.end());
   std::vector<std::string> out;
@@ -98,7 +73,7 @@ std::vector<std::string> fingerprint_differences(const Config& saved, const Conf
 }
 
 std::string config_fingerprint(const Config& config) {
-  const std::string text = fingerprinted_yaml(config);
+  const std::string text = config_detail::dump(config, fingerprinted(config));
   // FNV-1a, 64 bits: tiny, stable across platforms and releases (std::hash is neither).
   uint64_t hash = 14695981039346656037ull;
   for (unsigned char ch : text) {

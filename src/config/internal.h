@@ -122,6 +122,11 @@ void validate(const Config& config, const KeyMarks* marks);
 // and the other data types' source keys it does not).
 bool key_is_read(const Config& config, std::string_view section, std::string_view key);
 
+// dump.cpp: the fields `keep(section, key)` accepts, as ("section.key", YAML scalar) in
+// schema order (what dump() writes, flat: for comparing two configs field by field).
+std::vector<std::pair<std::string, std::string>> dump_fields(
+    const Config& config, const std::function<bool(std::string_view, std::string_view)>& keep);
+
 // dump.cpp: the YAML text of the fields `keep(section, key)` accepts (section dotted).
 std::string dump(const Config& config,
                  const std::function<bool(std::string_view, std::string_view)>& keep);
