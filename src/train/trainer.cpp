@@ -15,6 +15,7 @@
 #include "frugal/engine/sharding_registry.h"
 #include "frugal/hf/folder.h"
 #include "frugal/io/atomic_file.h"
+#include "frugal/io/remove_tree.h"
 #include "frugal/memory/auto_policy.h"
 #include "frugal/memory/cpu_tracking.h"
 #include "frugal/memory/host_allocator.h"
@@ -207,8 +208,11 @@ TrainResult Trainer::run() {
     // reaches the user on stderr.
     if (s.main && s.plan.fresh) {
       log::close_files();
-      std::error_code ec;
-      fs::remove_all(s.plan.dir, ec);
+      try {
+        io::remove_tree(s.plan.dir);
+      } catch (const std::exception&) {
+        // Left behind: the error being reported matters more.
+      }
     }
     throw;
   }
