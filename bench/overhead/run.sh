@@ -47,5 +47,23 @@ for case in tiny-mlp gpt; do
   awk -v c="$case" -v n="$params" -v f="$f" -v p="$p" -v t="$target" -v pf="$pf" -v lo="$lo" -v hi="$hi" -v fo="$fo" \
     'BEGIN { printf "| %s | %s | %.3f | %.3f | %.2fx (%.2f-%.2f) | %s | %.3f | %.2fx | %.3f | %+.1f%% |\n", c, n, f*1000, p*1000, f/p, lo, hi, t, pf*1000, f/pf, fo*1000, (f/fo-1)*100 }'
 done
+
+# The phase timing's cost within one process (bench/overhead/phase_timing_bench.cpp): on and off
+# alternate in blocks of steps, so the drift between separate runs, larger than the cost, cancels.
+echo
+printf '| case | steps (pairs x block x 2) | step, timing on (ms) | step, timing off (ms) | paired cost (median, IQR) | ranges per step | one range on / off (ns) | cost from the parts |\n'
+printf '|---|---|---|---|---|---|---|---|\n'
+for spec in tiny-mlp:200:100 gpt:6:4; do
+  IFS=: read -r case pairs block <<<"$spec"
+  out=$(build/bin/frugal_bench_phase_timing "bench/overhead/$case.yaml" "$pairs" "$block" "$threads")
+  .venv/bin/python - "$case" "$out" <<'PY'
+import json, sys
+case, j = sys.argv[1], json.loads(sys.argv[2])
+pct = lambda r: f"{(r - 1) * 100:+.2f}%"
+print(f"| {case} | {j['pairs']} x {j['block']} x 2 | {j['median_on_s'] * 1e3:.3f} | {j['median_off_s'] * 1e3:.3f} | "
+      f"{pct(j['median_ratio'])} ({pct(j['ratio_q25'])} to {pct(j['ratio_q75'])}) | {j['ranges_per_step']} | "
+      f"{j['range_ns_on']:.0f} / {j['range_ns_off']:.0f} | {j['cost_from_parts'] * 100:+.2f}% |")
+PY
+done
 echo
 echo "threads: $threads; rounds: $rounds; machine: $(nproc) cores, $(uname -m); torch $(.venv/bin/python -c 'import torch; print(torch.__version__)')"

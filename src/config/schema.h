@@ -86,6 +86,7 @@ void for_each_field(C& c, Visit&& visit) {
   visit("optim", "clip_grad_norm", c.optim.clip_grad_norm);
   visit("optim", "quant_block", c.optim.quant_block);
   visit("optim", "scale_parameter", c.optim.scale_parameter);
+  visit("optim", "beta1", c.optim.beta1);
   visit("optim", "in_backward", c.optim.in_backward);
 
   visit("schedule", "type", c.schedule.type);

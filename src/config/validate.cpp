@@ -195,6 +195,12 @@ void check_optim(const Checker& c, const OptimConfig& o) {
   c.positive(o.eps, "optim.eps");
   c.non_negative(o.weight_decay, "optim.weight_decay");
   c.unit_interval(o.momentum, "optim.momentum");
+  c.unit_interval(o.beta1, "optim.beta1");
+  c.require(o.beta1 == 0.0 || o.type == "adafactor", "optim.beta1",
+            fmt::format("is adafactor's first moment (got it with optim.type {}; adam's and "
+                        "adamw's are optim.betas)",
+                        o.type),
+            "optim.type");
   // torch refuses Nesterov without momentum; say so before the run starts.
   c.require(!o.nesterov || o.momentum > 0, "optim.nesterov", "needs optim.momentum > 0",
             "optim.momentum");

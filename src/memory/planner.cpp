@@ -133,6 +133,8 @@ ModelProfile model_shape(const Config& cfg) {
     const auto params = model->parameters();
     for (const auto& t : params) p.params += t.numel();
     p.adafactor_state_bytes = adafactor_bytes(params);
+    // optim.beta1 adds a full fp32 first moment.
+    if (cfg.optim.beta1 > 0) p.adafactor_state_bytes += 4 * p.params;
     int64_t in_blocks = 0;
     if (!model->block_lists().empty()) {
       for (const Block& b : list_blocks(*model, model->block_lists(), "plan")) {

@@ -38,36 +38,50 @@ const IsaKernels& isa_kernels() {
   return k;
 }
 
+// H query heads and KVH key/value heads of D features; a row of the packed projection is
+// [q (C = H D) | k (KV = KVH D) | v (KV)], W = C + 2 KV wide. G = H / KVH query heads share
+// each key/value head (1 without grouped-query attention).
 struct Dims {
-  int64_t B, T, C, H, D;
+  int64_t B, T, C, KV, W, H, G, D;
 };
 
-Dims dims_of(const at::Tensor& qkv, int64_t n_head) {
-  const int64_t C = qkv.size(2) / 3;
-  return {qkv.size(0), qkv.size(1), C, n_head, C / n_head};
+Dims dims_of(const at::Tensor& qkv, int64_t n_head, int64_t n_kv_head) {
+  const int64_t W = qkv.size(2), D = W / (n_head + 2 * n_kv_head);
+  return {qkv.size(0), qkv.size(1), n_head * D, n_kv_head * D, W, n_head, n_head / n_kv_head, D};
 }
 
-// One pair's pointers: head h of batch b is a column slice of the packed tensors.
+// Where backward writes each query head's dk and dv: T rows of stride ld, head h's dk at
+// columns h D and its dv at C + h D. Without grouped-query attention that is the gradient's
+// own key/value columns; with it, a (B, T, 2C) buffer of per-query-head parts that are then
+// summed over each group.
+template <typename scalar_t>
+struct KeyValueGrads {
+  scalar_t* base = nullptr;
+  int64_t ld = 0;
+};
+
+// One pair's pointers: query head h of batch b, and its key/value head h / G, are column
+// slices of the packed tensors.
 template <typename scalar_t>
 attention_isa::Pair<scalar_t> pair_of(const Dims& d, int64_t pair, const scalar_t* qkv,
                                       scalar_t* o, const scalar_t* d_o, float* lse,
-                                      scalar_t* dqkv) {
-  const int64_t b = pair / d.H, h = pair % d.H;
-  const scalar_t* q = qkv + b * d.T * 3 * d.C + h * d.D;
+                                      scalar_t* dqkv = nullptr, KeyValueGrads<scalar_t> dkv = {}) {
+  const int64_t b = pair / d.H, h = pair % d.H, kv = h / d.G;
+  const int64_t row = b * d.T * d.W, q_at = h * d.D, k_at = d.C + kv * d.D;
   attention_isa::Pair<scalar_t> p{};
-  p.q = q;
-  p.k = q + d.C;
-  p.v = q + 2 * d.C;
-  p.ld_qkv = 3 * d.C;
+  p.q = qkv + row + q_at;
+  p.k = qkv + row + k_at;
+  p.v = qkv + row + k_at + d.KV;
+  p.ld_qkv = d.W;
   p.o = o + b * d.T * d.C + h * d.D;
   p.d_o = d_o ? d_o + b * d.T * d.C + h * d.D : nullptr;
   p.ld_o = d.C;
   p.lse = lse + pair * d.T;
   if (dqkv) {
-    scalar_t* dq = dqkv + b * d.T * 3 * d.C + h * d.D;
-    p.dq = dq;
-    p.dk = dq + d.C;
-    p.dv = dq + 2 * d.C;
+    p.dq = dqkv + row + q_at;
+    p.dk = dkv.base + b * d.T * dkv.ld + h * d.D;
+    p.dv = p.dk + d.C;
+    p.ld_dkv = dkv.ld;
   }
   p.T = d.T;
   p.D = d.D;
@@ -75,8 +89,8 @@ attention_isa::Pair<scalar_t> pair_of(const Dims& d, int64_t pair, const scalar_
   return p;
 }
 
-// Runs fn(pair, workspace) over all (batch, head) pairs, one pair per task; each thread's
-// workspace comes from the CPU allocator, so memory accounting sees it.
+// Runs fn(pair, workspace) over all (batch, query head) pairs, one pair per task; each
+// thread's workspace comes from the CPU allocator, so memory accounting sees it.
 template <typename Fn>
 void for_each_pair(const Dims& d, int64_t workspace_floats, const Fn& fn) {
   at::parallel_for(0, d.B * d.H, 1, [&](int64_t begin, int64_t end) {
@@ -105,23 +119,38 @@ void run_backward(const Dims& d, const at::Tensor& qkv, const at::Tensor& out,
                   PairKernel<T> kernel) {
   const int64_t ws =
       attention_isa::backward_workspace(d.T, d.D, std::is_same_v<T, c10::BFloat16>);
+  // Query heads that share a key/value head write their parts of its gradient side by side;
+  // the parts are summed afterwards (in a fixed order: the result does not depend on the
+  // thread count). The buffer lives only during this backward.
+  at::Tensor parts;
+  KeyValueGrads<T> dkv{dqkv.data_ptr<T>() + d.C, d.W};
+  if (d.G > 1) {
+    parts = at::empty({d.B, d.T, 2 * d.C}, dqkv.options());
+    dkv = {parts.data_ptr<T>(), 2 * d.C};
+  }
   // The pair struct is shared with forward, whose output is written: in backward o and lse
   // are only read.
   T* o = const_cast<T*>(out.const_data_ptr<T>());
   float* l = const_cast<float*>(lse.const_data_ptr<float>());
   for_each_pair(d, ws, [&](int64_t pair, float* w) {
     kernel(pair_of<T>(d, pair, qkv.const_data_ptr<T>(), o, d_out.const_data_ptr<T>(), l,
-                      dqkv.data_ptr<T>()),
+                      dqkv.data_ptr<T>(), dkv),
            w);
   });
+  if (d.G > 1) {
+    const int64_t KVH = d.H / d.G;
+    dqkv.narrow(2, d.C, 2 * d.KV)
+        .view({d.B, d.T, 2, KVH, d.D})
+        .copy_(parts.view({d.B, d.T, 2, KVH, d.G, d.D}).sum(4));
+  }
 }
 
 class FrugalAttention : public torch::autograd::Function<FrugalAttention> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& packed,
-                            int64_t n_head) {
+                            int64_t n_head, int64_t n_kv_head) {
     at::Tensor qkv = packed.contiguous();
-    const Dims d = dims_of(qkv, n_head);
+    const Dims d = dims_of(qkv, n_head, n_kv_head);
     at::Tensor out = at::empty({d.B, d.T, d.C}, qkv.options());
     at::Tensor lse = at::empty({d.B, d.H, d.T}, qkv.options().dtype(at::kFloat));
     if (qkv.is_meta()) {
@@ -132,6 +161,7 @@ class FrugalAttention : public torch::autograd::Function<FrugalAttention> {
       run_forward<float>(d, qkv, out, lse, isa_kernels().forward);
     }
     ctx->saved_data["n_head"] = n_head;
+    ctx->saved_data["n_kv_head"] = n_kv_head;
     ctx->save_for_backward({qkv, out, lse});
     return out;
   }
@@ -143,7 +173,8 @@ class FrugalAttention : public torch::autograd::Function<FrugalAttention> {
     const at::Tensor& qkv = saved[0];
     const at::Tensor& out = saved[1];
     const at::Tensor& lse = saved[2];
-    const Dims d = dims_of(qkv, ctx->saved_data["n_head"].toInt());
+    const Dims d =
+        dims_of(qkv, ctx->saved_data["n_head"].toInt(), ctx->saved_data["n_kv_head"].toInt());
     at::Tensor d_out = grads[0].to(out.scalar_type()).contiguous();
     at::Tensor dqkv = at::empty_like(qkv);
     if (qkv.is_meta()) {
@@ -152,7 +183,7 @@ class FrugalAttention : public torch::autograd::Function<FrugalAttention> {
     } else {
       run_backward<float>(d, qkv, out, d_out, lse, dqkv, isa_kernels().backward);
     }
-    return {dqkv, at::Tensor()};
+    return {dqkv, at::Tensor(), at::Tensor()};
   }
 };
 
@@ -160,15 +191,16 @@ bool frugal_kernel_applies(const at::Tensor& qkv, double dropout_p) {
   return frugal_attention_available() && frugal_kernels_take(qkv) && dropout_p == 0.0;
 }
 
-at::Tensor sdpa(const at::Tensor& qkv, int64_t n_head, double dropout_p) {
-  const Dims d = dims_of(qkv, n_head);
-  auto parts = qkv.split(d.C, /*dim=*/2);  // 3 x (B, T, C)
-  auto heads = [&](const at::Tensor& t) {   // (B, T, C) -> (B, nh, T, hs)
-    return t.view({d.B, d.T, d.H, d.D}).transpose(1, 2);
+at::Tensor sdpa(const at::Tensor& qkv, int64_t n_head, int64_t n_kv_head, double dropout_p) {
+  const Dims d = dims_of(qkv, n_head, n_kv_head);
+  auto parts = qkv.split_with_sizes({d.C, d.KV, d.KV}, /*dim=*/2);
+  auto heads = [&](const at::Tensor& t, int64_t n) {  // (B, T, n D) -> (B, n, T, D)
+    return t.view({d.B, d.T, n, d.D}).transpose(1, 2);
   };
-  at::Tensor y = at::scaled_dot_product_attention(heads(parts[0]), heads(parts[1]),
-                                                  heads(parts[2]), /*attn_mask=*/{}, dropout_p,
-                                                  /*is_causal=*/true);  // (B, nh, T, hs)
+  at::Tensor y = at::scaled_dot_product_attention(
+      heads(parts[0], n_head), heads(parts[1], n_kv_head), heads(parts[2], n_kv_head),
+      /*attn_mask=*/{}, dropout_p, /*is_causal=*/true, /*scale=*/std::nullopt,
+      /*enable_gqa=*/d.G > 1);  // (B, H, T, D)
   return y.transpose(1, 2).contiguous().view({d.B, d.T, d.C});
 }
 
@@ -183,20 +215,23 @@ bool frugal_attention_available() {
 }
 
 at::Tensor causal_self_attention(const at::Tensor& qkv, int64_t n_head, double dropout_p,
-                                 Kernels kernels) {
-  if (qkv.dim() != 3 || qkv.size(2) % 3 != 0 || (qkv.size(2) / 3) % n_head != 0) {
-    throw Error("causal_self_attention: qkv must be (B, T, 3C) with C divisible by n_head");
+                                 Kernels kernels, int64_t n_kv_head) {
+  if (n_kv_head <= 0) n_kv_head = n_head;
+  const int64_t heads = n_head + 2 * n_kv_head;
+  if (qkv.dim() != 3 || n_head % n_kv_head != 0 || qkv.size(2) % heads != 0) {
+    throw Error("causal_self_attention: qkv must be (B, T, (n_head + 2 n_kv_head) D), with "
+                "n_head a multiple of n_kv_head");
   }
   const bool frugal = kernels == Kernels::Frugal ||
                       (kernels == Kernels::Auto && frugal_kernel_applies(qkv, dropout_p));
-  if (!frugal) return sdpa(qkv, n_head, dropout_p);
+  if (!frugal) return sdpa(qkv, n_head, n_kv_head, dropout_p);
   if (!frugal_kernel_applies(qkv, dropout_p)) {
     throw Error(std::string("model.kernels: frugal's attention runs on CPU with float32 or "
                             "bfloat16 activations and no attention dropout") +
                 (frugal_attention_available() ? "" : " (not built: no BLAS sgemm in the wheel)") +
                 "; use auto or aten");
   }
-  return FrugalAttention::apply(qkv, n_head);
+  return FrugalAttention::apply(qkv, n_head, n_kv_head);
 }
 
 }  // namespace frugal

@@ -100,8 +100,8 @@ void backward_fp32(const Pair<float>& p, float* work) {
     float acc = 0.f;
     for (int64_t d = 0; d < D; ++d) acc += o[d] * d_o[d];
     Di[i] = acc;
-    std::fill(p.dk + i * p.ld_qkv, p.dk + i * p.ld_qkv + D, 0.f);
-    std::fill(p.dv + i * p.ld_qkv, p.dv + i * p.ld_qkv + D, 0.f);
+    std::fill(p.dk + i * p.ld_dkv, p.dk + i * p.ld_dkv + D, 0.f);
+    std::fill(p.dv + i * p.ld_dkv, p.dv + i * p.ld_dkv + D, 0.f);
   }
   for (int64_t i0 = 0; i0 < T; i0 += kBlock) {
     const int64_t rows = std::min(kBlock, T - i0), keys = i0 + rows;
@@ -114,7 +114,7 @@ void backward_fp32(const Pair<float>& p, float* work) {
       exp_shifted(row, n, p.lse[i0 + r]);
       std::fill(row + n, row + keys, 0.f);
     }
-    gemm('T', 'N', keys, D, rows, 1.f, P, keys, d_o, p.ld_o, 1.f, p.dv, p.ld_qkv);
+    gemm('T', 'N', keys, D, rows, 1.f, P, keys, d_o, p.ld_o, 1.f, p.dv, p.ld_dkv);
     gemm('N', 'T', rows, keys, D, 1.f, d_o, p.ld_o, p.v, p.ld_qkv, 0.f, dP, keys);
     for (int64_t r = 0; r < rows; ++r) {  // dS = P (dP - Di), into dP; zero where P is
       const Vec di(Di[i0 + r]);
@@ -124,7 +124,7 @@ void backward_fp32(const Pair<float>& p, float* work) {
     }
     gemm('N', 'N', rows, D, keys, p.scale, dP, keys, p.k, p.ld_qkv, 0.f, p.dq + i0 * p.ld_qkv,
          p.ld_qkv);
-    gemm('T', 'N', keys, D, rows, p.scale, dP, keys, q, p.ld_qkv, 1.f, p.dk, p.ld_qkv);
+    gemm('T', 'N', keys, D, rows, p.scale, dP, keys, q, p.ld_qkv, 1.f, p.dk, p.ld_dkv);
   }
 }
 
@@ -157,7 +157,7 @@ Pair<float> widened(const Pair<c10::BFloat16>& p, float* tiles, bool backward) {
   f.k = k;
   f.v = v;
   f.o = next();
-  f.ld_qkv = f.ld_o = D;
+  f.ld_qkv = f.ld_o = f.ld_dkv = D;
   f.lse = p.lse;
   f.T = T;
   f.D = D;
@@ -194,8 +194,8 @@ void FRUGAL_CONCAT(backward_bf16, CPU_CAPABILITY)(const Pair<c10::BFloat16>& p, 
   const Pair<float> f = widened(p, workspace + 2 * kBlock * p.T + p.T, /*backward=*/true);
   backward_fp32(f, workspace);
   narrow(f.dq, p.dq, p.ld_qkv, p.T, p.D);
-  narrow(f.dk, p.dk, p.ld_qkv, p.T, p.D);
-  narrow(f.dv, p.dv, p.ld_qkv, p.T, p.D);
+  narrow(f.dk, p.dk, p.ld_dkv, p.T, p.D);
+  narrow(f.dv, p.dv, p.ld_dkv, p.T, p.D);
 }
 
 }  // namespace frugal::attention_isa

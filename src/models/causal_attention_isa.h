@@ -10,18 +10,20 @@
 
 namespace frugal::attention_isa {
 
-// One (batch, head) pair: T query/key rows of D features. q, k, v, o, do, dq, dk, dv are
-// row-major T x D with their own row strides (the heads are column slices of the packed
-// (B, T, 3C) projection and of the (B, T, C) output, so nothing is transposed or copied).
+// One (batch, query head) pair: T query/key rows of D features. q, k, v, o, do, dq, dk, dv
+// are row-major T x D with their own row strides (the heads are column slices of the packed
+// (B, T, C + 2 KV) projection, of the (B, T, C) output and of the gradients, so nothing is
+// transposed or copied).
 template <typename scalar_t>
 struct Pair {
   const scalar_t* q; const scalar_t* k; const scalar_t* v;
-  int64_t ld_qkv;          // row stride of q, k, v (3C)
+  int64_t ld_qkv;          // row stride of q, k, v and dq (C + 2 KV)
   scalar_t* o;             // forward output, or the saved output in backward
   const scalar_t* d_o;     // backward: gradient of the output (row stride ld_o)
   int64_t ld_o;            // row stride of o and d_o (C)
   float* lse;              // T log-sum-exp values of the scaled, masked scores
-  scalar_t* dq; scalar_t* dk; scalar_t* dv;  // backward: row stride ld_qkv
+  scalar_t* dq; scalar_t* dk; scalar_t* dv;  // backward
+  int64_t ld_dkv;          // row stride of dk and dv
   int64_t T, D;
   float scale;
 };

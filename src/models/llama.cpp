@@ -1,6 +1,7 @@
 #include "frugal/models/llama.h"
 
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 #include <torch/nn/init.h>
 #include <torch/utils.h>
 
@@ -89,6 +90,14 @@ UnitExtras LlamaExtras::make(RotaryEmbedding& rope, const at::Tensor& idx,
   const at::Tensor positions = position_ids.defined() ? position_ids.to(at::kLong)
                                                       : at::arange(T, on).expand({B, T});
   auto [cos, sin] = rope.cos_sin_at(positions);
+  // Under autocast the queries and keys are in its dtype: round the angles to it once here,
+  // not in every layer's rotation (where each copy would be saved until backward).
+  const c10::DeviceType device_type = idx.device().type();
+  if (at::autocast::is_autocast_enabled(device_type)) {
+    const at::ScalarType dtype = at::autocast::get_autocast_dtype(device_type);
+    cos = cos.to(dtype);
+    sin = sin.to(dtype);
+  }
   at::Tensor mask = at::ones({T, T}, on.dtype(at::kBool)).tril().expand({B, T, T});
   if (position_ids.defined()) {
     // A position that does not follow its predecessor by one starts a document, as
@@ -116,31 +125,33 @@ at::Tensor LlamaAttention::forward_impl_extras(const at::Tensor& x, const UnitEx
   at::Tensor q = rotary(heads(linear(q_proj, x), n_head_));
   at::Tensor k = rotary(heads(linear(k_proj, x), n_kv_head_));
   at::Tensor v = heads(linear(v_proj, x), n_kv_head_);
-  // Each key/value head serves n_head / n_kv_head query heads.
-  const int64_t group = n_head_ / n_kv_head_;
-  if (group > 1) {
-    k = k.repeat_interleave(group, 1);
-    v = v.repeat_interleave(group, 1);
-  }
-  // frugal's CPU kernel is causal only and reads packed (B, T, 3C) rows; ATen's SDPA takes
-  // the heads as they are, and a mask.
+  // Each key/value head serves n_head / n_kv_head query heads; neither kernel below repeats
+  // them (which would save n_head / n_kv_head copies of the keys and values for backward).
   at::Tensor y;
   const bool frugal = extras.empty() &&
                       (kernels_ == Kernels::Frugal ||
                        (kernels_ == Kernels::Auto && frugal_attention_available() &&
                         frugal_kernels_take(q)));
   if (frugal) {
-    const int64_t C = n_head_ * head_dim_;
-    at::Tensor qkv = at::cat({q.transpose(1, 2).reshape({B, T, C}), k.transpose(1, 2).reshape({B, T, C}),
-                              v.transpose(1, 2).reshape({B, T, C})},
-                             -1);
-    y = causal_self_attention(qkv, n_head_, 0.0, kernels_);  // (B, T, C)
+    // frugal's CPU kernel is causal only and reads packed (B, T, C + 2 KV) rows.
+    auto rows = [&](const at::Tensor& t) { return t.transpose(1, 2).reshape({B, T, -1}); };
+    y = causal_self_attention(at::cat({rows(q), rows(k), rows(v)}, -1), n_head_, 0.0, kernels_,
+                              n_kv_head_);  // (B, T, C)
   } else {
-    // No mask at all (not an undefined one) for the causal case: SDPA's causal kernels.
+    // ATen's SDPA takes the heads as they are. No mask at all (not an undefined one) for the
+    // causal case: SDPA's causal kernels, grouped-query attention inside them. Masked, the
+    // key/value heads are repeated: with a mask, SDPA's grouped-query attention is only the
+    // math kernel on CUDA (as transformers also decides).
     const std::optional<at::Tensor> mask =
         extras.empty() ? std::nullopt : std::optional<at::Tensor>(extras[LlamaExtras::kMask]);
+    const int64_t group = n_head_ / n_kv_head_;
+    if (mask && group > 1) {
+      k = k.repeat_interleave(group, 1);
+      v = v.repeat_interleave(group, 1);
+    }
     y = at::scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0,
-                                         /*is_causal=*/!mask.has_value())
+                                         /*is_causal=*/!mask.has_value(), /*scale=*/std::nullopt,
+                                         /*enable_gqa=*/!mask && group > 1)
             .transpose(1, 2)
             .reshape({B, T, n_head_ * head_dim_});
   }

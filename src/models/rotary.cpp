@@ -29,19 +29,20 @@ at::Tensor rope_inverse_frequencies(const RopeOptions& o) {
 
 RotaryEmbedding::RotaryEmbedding(const RopeOptions& o) : inv_freq_(rope_inverse_frequencies(o)) {}
 
-std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin(int64_t T, c10::Device device) {
+std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin(int64_t T, c10::Device device,
+                                                           at::ScalarType dtype) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto key = std::make_pair(T, device.str());
+  const auto key = std::make_tuple(T, device.str(), static_cast<int>(dtype));
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
-  // Angles in float32 (autocast does not reach here: plain ATen ops on float32 inputs).
+  // Angles in float32 (autocast does not reach here: plain ATen ops on float32 inputs); only
+  // the rounded pair is kept.
   const at::Tensor inv = inv_freq_.to(device);
   const at::Tensor pos = at::arange(T, at::TensorOptions().dtype(at::kFloat).device(device));
   const at::Tensor freqs = at::outer(pos, inv);             // (T, head_dim / 2)
   const at::Tensor angles = at::cat({freqs, freqs}, -1);    // (T, head_dim)
-  auto value = std::make_pair(angles.cos(), angles.sin());
-  cache_.emplace(key, value);
-  return value;
+  return cache_.emplace(key, std::make_pair(angles.cos().to(dtype), angles.sin().to(dtype)))
+      .first->second;
 }
 
 std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin_at(const at::Tensor& position_ids) const {
@@ -59,7 +60,7 @@ at::Tensor RotaryEmbedding::rotate(const at::Tensor& x, const at::Tensor& cos, c
 }
 
 at::Tensor RotaryEmbedding::apply(const at::Tensor& x) {
-  auto [cos, sin] = cos_sin(x.size(2), x.device());
+  auto [cos, sin] = cos_sin(x.size(2), x.device(), x.scalar_type());
   return rotate(x, cos, sin);
 }
 

@@ -41,6 +41,7 @@ at::Tensor Adafactor::step(LossClosure closure) {
         } else {
           s->exp_avg_sq(at::zeros(p.sizes(), floats));
         }
+        if (o.beta1() > 0.0) s->exp_avg(at::zeros(p.sizes(), floats));
         slot = std::move(s);
       }
       auto& s = static_cast<AdafactorParamState&>(*slot);
@@ -71,6 +72,10 @@ at::Tensor Adafactor::step(LossClosure closure) {
       }
       update.div_((adafactor_rms(update) / o.clip_threshold()).clamp_min_(1.0));
       update.mul_(alpha);
+      if (o.beta1() > 0.0) {
+        if (!s.exp_avg().defined()) s.exp_avg(at::zeros(p.sizes(), floats));
+        update = s.exp_avg().mul_(o.beta1()).add_(update, 1.0 - o.beta1());
+      }
       if (o.weight_decay() != 0.0) w.sub_(w * (alpha * o.weight_decay()));
       w.sub_(update);
       if (!in_place) p.copy_(w);

@@ -41,7 +41,8 @@ std::unique_ptr<torch::optim::OptimizerOptions> options_for(const OptimConfig& c
   }
   if (c.type == "adafactor") {
     return std::make_unique<AdafactorOptions>(
-        AdafactorOptions(c.lr).weight_decay(weight_decay).scale_parameter(c.scale_parameter));
+        AdafactorOptions(c.lr).weight_decay(weight_decay).scale_parameter(c.scale_parameter).beta1(
+            c.beta1));
   }
   throw Error("optim.type: unknown optimizer '" + c.type +
               "' (expected adamw, adam, sgd, adamw8bit or adafactor)");

@@ -92,6 +92,9 @@ std::unique_ptr<AdafactorParamState> adafactor_state(const at::Tensor& param,
   } else {
     s->exp_avg_sq(saved_kind(kinds, "exp_avg_sq", param, param.sizes()).to(at::kFloat));
   }
+  if (kinds.count("exp_avg") != 0) {
+    s->exp_avg(saved_kind(kinds, "exp_avg", param, param.sizes()).to(at::kFloat));
+  }
   return s;
 }
 
@@ -125,6 +128,7 @@ std::map<std::string, at::Tensor> param_state_tensors(torch::optim::Optimizer& o
     if (s->exp_avg_sq_row().defined()) out["exp_avg_sq_row"] = s->exp_avg_sq_row();
     if (s->exp_avg_sq_col().defined()) out["exp_avg_sq_col"] = s->exp_avg_sq_col();
     if (s->exp_avg_sq().defined()) out["exp_avg_sq"] = s->exp_avg_sq();
+    if (s->exp_avg().defined()) out["exp_avg"] = s->exp_avg();
     return out;
   }
   throw Error("optimizer state: unsupported optimizer state (Adam, AdamW, SGD, AdamW8bit and "

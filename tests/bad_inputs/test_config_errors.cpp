@@ -141,6 +141,11 @@ TEST_CASE("config errors: out-of-range and cross-field values", "[config][bad_in
   CHECK(error_for("optim: {type: adafactor}\nstrategy: {sharding: zero2}\n") ==
         "c.yaml:1:9: optim.type: adafactor cannot run with strategy.sharding.mode zero2: its flat "
         "shards have no rows and columns to factor (use adamw8bit, or sharding none or ddp)");
+  CHECK(error_for("optim: {beta1: 0.9}\n") ==
+        "c.yaml:1:9: optim.beta1: is adafactor's first moment (got it with optim.type adamw; "
+        "adam's and adamw's are optim.betas)");
+  CHECK(error_for("optim: {type: adafactor, beta1: 1.5}\n") ==
+        "c.yaml:1:26: optim.beta1: must be in [0, 1), got 1.5");
   CHECK(error_for("run: {resume: ''}\n") ==
         "c.yaml:1:7: run.resume: must be never, auto or a checkpoint path");
   // The optimizer step in backward cannot wait for every gradient.

@@ -93,9 +93,10 @@ TEST_CASE("frugal train with adafactor: the loss falls; resumed, the final check
           "[integration][optim]") {
   test::TempDir dir("frugal-lowbit");
   const fs::path cfg = dir / "a.yaml";
+  // With the optional first moment (optim.beta1): one more state tensor to save and resume.
   test::write_text(cfg, lowbit_yaml(dir.path(),
                                     "{type: adafactor, lr: 0.03, weight_decay: 0.1, "
-                                    "clip_grad_norm: 1.0}"));
+                                    "clip_grad_norm: 1.0, beta1: 0.9}"));
   check_resume_exact(dir, cfg, "", "");
   const auto files = test::checkpoint_contents(dir / "straight" / "checkpoints" / "step_00000012");
   CHECK(files.at("optimizer.pt").find("exp_avg_sq_row") != std::string::npos);

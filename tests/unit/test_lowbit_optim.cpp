@@ -286,8 +286,9 @@ namespace {
 
 // Adafactor from the paper's formulas, in double, with the row / column sums of Algorithm 4.
 struct AdafactorReference {
-  at::Tensor x, r, c, v;
+  at::Tensor x, r, c, v, m;
   int64_t t = 0;
+  double beta1 = 0;  // with a first moment: m = beta1 m + (1 - beta1) alpha u, the step
   void step(const at::Tensor& g32, double lr, double wd, bool scale_parameter) {
     const at::Tensor g = g32.to(at::kDouble);
     ++t;
@@ -312,7 +313,12 @@ struct AdafactorReference {
     at::Tensor u = g / vhat.sqrt();
     const double rms = std::sqrt(u.pow(2).mean().item<double>());
     u = u / std::max(1.0, rms / 1.0);
-    x = x - alpha * wd * x - alpha * u;
+    if (beta1 > 0) {
+      m = (t == 1 ? at::zeros_like(x) : m) * beta1 + (1 - beta1) * alpha * u;
+      x = x - alpha * wd * x - m;
+    } else {
+      x = x - alpha * wd * x - alpha * u;
+    }
   }
 };
 
@@ -320,13 +326,15 @@ struct AdafactorReference {
 
 TEST_CASE("adafactor: factored second moment, clipped update, as the paper's formulas",
           "[unit][optim]") {
-  for (bool scale_parameter : {true, false}) {
-    INFO("scale_parameter " << scale_parameter);
+  for (auto [scale_parameter, beta1] : {std::pair{true, 0.0}, std::pair{false, 0.0},
+                                        std::pair{true, 0.9}, std::pair{false, 0.8}}) {
+    INFO("scale_parameter " << scale_parameter << ", beta1 " << beta1);
     at::manual_seed(5);
     at::Tensor w = at::randn({12, 9}) * 0.3, b = at::randn({9});
     std::vector<at::Tensor> params = {w.clone().requires_grad_(true), b.clone().requires_grad_(true)};
-    Adafactor opt(params, AdafactorOptions(0.05).weight_decay(0.1).scale_parameter(scale_parameter));
+    Adafactor opt(params, AdafactorOptions(0.05).weight_decay(0.1).scale_parameter(scale_parameter).beta1(beta1));
     AdafactorReference rw{w.to(at::kDouble)}, rb{b.to(at::kDouble)};
+    rw.beta1 = rb.beta1 = beta1;
     for (int step = 0; step < 4; ++step) {
       // Gradients with row and column structure, so that factoring is not exact.
       const at::Tensor gw = at::randn({12, 9}) * at::linspace(0.1, 2, 9) + 0.05;
@@ -448,5 +456,13 @@ TEST_CASE("adamw8bit and adafactor: saved state resumes bit for bit", "[unit][op
   }
   SECTION("adafactor") {
     check_resume_bit_for_bit<Adafactor>(AdafactorOptions(1e-2).weight_decay(0.1));
+  }
+  SECTION("adafactor with a first moment") {
+    check_resume_bit_for_bit<Adafactor>(AdafactorOptions(1e-2).weight_decay(0.1).beta1(0.9));
+    std::vector<at::Tensor> ps = {at::randn({6, 5}).requires_grad_(true)};
+    ps[0].mutable_grad() = at::randn({6, 5});
+    Adafactor opt(ps, AdafactorOptions(1e-2).beta1(0.9));
+    opt.step();
+    CHECK(param_state_tensors(opt, ps[0]).at("exp_avg").sizes() == ps[0].sizes());
   }
 }

@@ -103,6 +103,9 @@ struct OptimConfig {
   int64_t quant_block = 256;
   // adafactor: step size lr * max(1e-3, RMS(parameter)) (the paper's); false: lr alone.
   bool scale_parameter = true;
+  // adafactor: the first moment's decay (transformers' beta1), 4 more bytes per parameter;
+  // 0 = none, only the factored second moment.
+  double beta1 = 0.0;
   // Step each parameter, and free its gradient, as soon as the gradient is final
   // (strategy/in_backward_update.h): no clipping, no fp16-mixed, no offload.optimizer.
   bool in_backward = false;

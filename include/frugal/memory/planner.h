@@ -37,7 +37,7 @@ struct ModelProfile {
   int64_t largest_block = 0;   // parameters of the largest block
   int64_t root = 0;            // parameters outside the blocks
   bool has_blocks = false;     // the model names block lists (checkpointing applies)
-  int64_t adafactor_state_bytes = 0;  // Adafactor's factored moments for these parameters
+  int64_t adafactor_state_bytes = 0;  // Adafactor's moments for these parameters (optim.beta1 counted)
   int64_t measured_batch = 0;  // micro-batch of the traces / measurements
   int64_t loss_chunk_tokens = 0;  // the chunk the chunked-loss rows use (0: the model has none)
   bool traced = true;          // false: measured with real steps (the trace could not run)

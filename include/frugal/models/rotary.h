@@ -33,8 +33,12 @@ class RotaryEmbedding {
   explicit RotaryEmbedding(const RopeOptions& o);
   // x (B, heads, T, head_dim) rotated by positions 0..T-1.
   at::Tensor apply(const at::Tensor& x);
-  // cos and sin (T, head_dim) in float32 on `device`, cached per (T, device).
-  std::pair<at::Tensor, at::Tensor> cos_sin(int64_t T, c10::Device device);
+  // cos and sin (T, head_dim) on `device`, computed in float32 and rounded to `dtype`, cached
+  // per (T, device, dtype): every layer's rotation reads the same two tensors, so backward
+  // saves them once, not once per layer (under bf16 autocast a per-layer cast would keep
+  // 4 T head_dim bf16 values per layer alive until backward).
+  std::pair<at::Tensor, at::Tensor> cos_sin(int64_t T, c10::Device device,
+                                            at::ScalarType dtype = at::kFloat);
   // cos and sin (B, 1, T, head_dim) in float32 for explicit positions (B, T) int64 (packed
   // documents, padding): not cached, they change with every batch.
   std::pair<at::Tensor, at::Tensor> cos_sin_at(const at::Tensor& position_ids) const;
@@ -45,7 +49,7 @@ class RotaryEmbedding {
  private:
   at::Tensor inv_freq_;  // CPU float32
   std::mutex mutex_;
-  std::map<std::pair<int64_t, std::string>, std::pair<at::Tensor, at::Tensor>> cache_;
+  std::map<std::tuple<int64_t, std::string, int>, std::pair<at::Tensor, at::Tensor>> cache_;
 };
 
 }  // namespace frugal

@@ -1,5 +1,5 @@
 // Adafactor (Shazeer & Stern 2018, "Adafactor: Adaptive Learning Rates with Sublinear Memory
-// Cost"), without the first moment and with the learning rate given (no relative step size):
+// Cost"), with the learning rate given (no relative step size) and an optional first moment:
 // for a parameter X of dim >= 2, the second moment of its last two dims is kept factored as
 // running averages of row and column means of G^2 + eps1 (O(rows + cols) floats per matrix);
 // vectors keep a full second moment. Each step t (from 1):
@@ -8,9 +8,10 @@
 //   V = R C / mean(R)                             (the paper's R C / 1^T R, with means)
 //   U = G / sqrt(V);  U /= max(1, RMS(U) / clip_threshold)
 //   a = lr * max(eps2, RMS(X))   (scale_parameter; lr alone without)
-//   X -= a * weight_decay * X;  X -= a * U
-// transformers.optimization.Adafactor(relative_step=False, warmup_init=False, beta1=None)
-// computes the same. ATen ops only (CPU and CUDA); computed in fp32 for any parameter dtype.
+//   with beta1 > 0:  M = beta1 M + (1 - beta1) a U   (a full fp32 tensor per parameter)
+//   X -= a * weight_decay * X;  X -= a * U   (or M)
+// transformers.optimization.Adafactor(relative_step=False, warmup_init=False, beta1=beta1 or
+// None) computes the same. ATen ops only (CPU and CUDA); computed in fp32 for any parameter dtype.
 #pragma once
 
 #include <torch/optim/optimizer.h>
@@ -30,6 +31,8 @@ struct AdafactorOptions : public torch::optim::OptimizerCloneableOptions<Adafact
   TORCH_ARG(double, decay_rate) = -0.8;
   TORCH_ARG(double, weight_decay) = 0.0;
   TORCH_ARG(bool, scale_parameter) = true;
+  // The first moment's decay; 0: none (only the factored second moment is kept).
+  TORCH_ARG(double, beta1) = 0.0;
 
  public:
   double get_lr() const override { return lr(); }
@@ -42,6 +45,7 @@ struct AdafactorParamState
   TORCH_ARG(at::Tensor, exp_avg_sq_row);  // dim >= 2: sizes[:-1]
   TORCH_ARG(at::Tensor, exp_avg_sq_col);  // dim >= 2: sizes[:-2] + sizes[-1:]
   TORCH_ARG(at::Tensor, exp_avg_sq);      // dim < 2: the parameter's shape
+  TORCH_ARG(at::Tensor, exp_avg);         // beta1 > 0: the parameter's shape
 };
 
 class Adafactor : public torch::optim::Optimizer, public GradientFactorInStep {

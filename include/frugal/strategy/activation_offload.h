@@ -42,7 +42,7 @@ struct ActivationOffloadStats {
   int64_t bytes_out = 0;
 };
 
-class ActivationOffload : public std::enable_shared_from_this<ActivationOffload> {
+class ActivationOffload {
  public:
   // prefetch: how many entries ahead of backward to bring back (0 = only on demand).
   ActivationOffload(int64_t prefetch, bool pin_memory);
