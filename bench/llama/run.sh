@@ -83,7 +83,7 @@ fr, pr = max(s[3] for s in allf), max(s[3] for s in allp)
 ft, pt = statistics.median(ft_r), statistics.median(pt_r)
 M = 1048576
 print(f"| {p} | {c} | {ft:.2f} | {pt:.2f} | {ft / pt:.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) | "
-      f"{fp / M:.1f} | {pp / M:.1f} | {fp / pp:.2f}x | {(fp - fb) / M:.1f} | {(pp - pb) / M:.1f} | "
+      f"{fp / M:.2f} | {pp / M:.2f} | {fp / pp:.4f}x | {(fp - fb) / M:.1f} | {(pp - pb) / M:.1f} | "
       f"{fr / M:.0f} | {pr / M:.0f} |")
 PY
 done

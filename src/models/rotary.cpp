@@ -34,15 +34,20 @@ std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin(int64_t T, c10::Devic
   std::lock_guard<std::mutex> lock(mutex_);
   const auto key = std::make_tuple(T, device.str(), static_cast<int>(dtype));
   auto it = cache_.find(key);
-  if (it != cache_.end()) return it->second;
+  if (it != cache_.end()) {
+    at::Tensor cos(it->second.first.lock()), sin(it->second.second.lock());
+    if (cos.defined() && sin.defined()) return {cos, sin};
+  }
   // Angles in float32 (autocast does not reach here: plain ATen ops on float32 inputs); only
   // the rounded pair is kept.
   const at::Tensor inv = inv_freq_.to(device);
   const at::Tensor pos = at::arange(T, at::TensorOptions().dtype(at::kFloat).device(device));
   const at::Tensor freqs = at::outer(pos, inv);             // (T, head_dim / 2)
   const at::Tensor angles = at::cat({freqs, freqs}, -1);    // (T, head_dim)
-  return cache_.emplace(key, std::make_pair(angles.cos().to(dtype), angles.sin().to(dtype)))
-      .first->second;
+  std::pair<at::Tensor, at::Tensor> value(angles.cos().to(dtype), angles.sin().to(dtype));
+  cache_.insert_or_assign(key, std::make_pair(WeakTensor(value.first.getIntrusivePtr()),
+                                              WeakTensor(value.second.getIntrusivePtr())));
+  return value;
 }
 
 std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin_at(const at::Tensor& position_ids) const {

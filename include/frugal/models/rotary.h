@@ -33,10 +33,12 @@ class RotaryEmbedding {
   explicit RotaryEmbedding(const RopeOptions& o);
   // x (B, heads, T, head_dim) rotated by positions 0..T-1.
   at::Tensor apply(const at::Tensor& x);
-  // cos and sin (T, head_dim) on `device`, computed in float32 and rounded to `dtype`, cached
-  // per (T, device, dtype): every layer's rotation reads the same two tensors, so backward
-  // saves them once, not once per layer (under bf16 autocast a per-layer cast would keep
-  // 4 T head_dim bf16 values per layer alive until backward).
+  // cos and sin (T, head_dim) on `device`, computed in float32 and rounded to `dtype`, shared
+  // per (T, device, dtype) while anyone holds them: every layer's rotation reads the same two
+  // tensors, so backward saves them once, not once per layer (under bf16 autocast a per-layer
+  // cast would keep 4 T head_dim bf16 values per layer alive until backward). The cache holds
+  // them weakly: once the step's graph lets go of them they are freed, as transformers frees
+  // its per-forward copies, instead of sitting in memory between steps.
   std::pair<at::Tensor, at::Tensor> cos_sin(int64_t T, c10::Device device,
                                             at::ScalarType dtype = at::kFloat);
   // cos and sin (B, 1, T, head_dim) in float32 for explicit positions (B, T) int64 (packed
@@ -49,7 +51,8 @@ class RotaryEmbedding {
  private:
   at::Tensor inv_freq_;  // CPU float32
   std::mutex mutex_;
-  std::map<std::tuple<int64_t, std::string, int>, std::pair<at::Tensor, at::Tensor>> cache_;
+  using WeakTensor = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+  std::map<std::tuple<int64_t, std::string, int>, std::pair<WeakTensor, WeakTensor>> cache_;
 };
 
 }  // namespace frugal
