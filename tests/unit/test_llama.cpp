@@ -137,3 +137,30 @@ TEST_CASE("llama attention: ATen's SDPA and frugal's CPU kernel agree, masked or
   CHECK((aten - frugal_kernel).abs().max().item<double>() < 1e-5);
   CHECK((masked - frugal_kernel).abs().max().item<double>() < 1e-5);
 }
+
+TEST_CASE("rotary tables: one pair per dtype shared while held, not kept by the cache",
+          "[unit][llama]") {
+  RopeOptions o;
+  o.head_dim = 8;
+  RotaryEmbedding rope(o);
+  auto [cos, sin] = rope.cos_sin(16, at::kCPU, at::kBFloat16);
+  auto [cos_again, sin_again] = rope.cos_sin(16, at::kCPU, at::kBFloat16);
+  // Every layer's rotation reads the same tensors (one saved copy for backward, not one each).
+  CHECK(cos.is_same(cos_again));
+  CHECK(sin.is_same(sin_again));
+  CHECK(cos.scalar_type() == at::kBFloat16);
+  // The float32 pair is its own, and the bf16 one is it rounded.
+  auto [cos32, sin32] = rope.cos_sin(16, at::kCPU);
+  CHECK(cos32.scalar_type() == at::kFloat);
+  CHECK(at::equal(cos32.to(at::kBFloat16), cos));
+  CHECK(at::equal(sin32.to(at::kBFloat16), sin));
+  // Held by the two handles here and nothing else: the cache's reference is weak, so the
+  // tables go with the last step's graph instead of staying between steps.
+  CHECK(cos.use_count() == 2);
+  CHECK(cos32.use_count() == 1);
+  const at::Tensor values = cos32.clone();
+  cos32.reset();
+  sin32.reset();
+  auto [cos32_new, sin32_new] = rope.cos_sin(16, at::kCPU);
+  CHECK(at::equal(cos32_new, values));
+}
