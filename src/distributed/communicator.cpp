@@ -13,12 +13,11 @@
 #include <ATen/ops/from_blob.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <thread>
 
 #include "c10d_group.h"
+#include "distributed/rank_faults.h"
 #include "store_socket.h"
 #include "frugal/io/atomic_file.h"
 #include "frugal/util/error.h"
@@ -35,13 +34,7 @@ void Work::wait() {
 }
 
 Communicator::Communicator(RankInfo info, c10::Device device)
-    : info_(std::move(info)), device_(device) {
-  if (const char* v = std::getenv("FRUGAL_FAULT_SKIP_COLLECTIVE"); v != nullptr && *v != '\0') {
-    int rank = -1;
-    long long seq = -1;
-    if (std::sscanf(v, "%d:%lld", &rank, &seq) == 2 && rank == info_.rank) skip_seq_ = seq;
-  }
-}
+    : info_(std::move(info)), device_(device), skip_seq_(detail::collective_to_skip(info_.rank)) {}
 
 void Communicator::count(const std::string& op, int64_t payload, double sent_factor) {
   Traffic& t = traffic_[op];
