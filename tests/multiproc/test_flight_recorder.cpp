@@ -47,6 +47,10 @@ TEST_CASE("flight recorder: records, and the verdict names the rank behind and w
   // One dump missing: named.
   fs::remove(dir / "rank_1.json");
   CHECK_THAT(dist::flight_recorder_verdict(dir.path(), 2), Catch::Contains("rank 1 left no dump"));
+  // After the ranks were given time to write theirs: dead or stuck (a failure would have
+  // written one).
+  CHECK_THAT(dist::flight_recorder_verdict(dir.path(), 2, 3.0),
+             Catch::Contains("rank 1 left no dump within 3 s (it died, or is stuck)"));
   CHECK(dist::flight_recorder_verdict(dir / "none", 2).empty());
 }
 
