@@ -72,7 +72,14 @@ FatalDumpScope::FatalDumpScope(Communicator& comm) {
 
 FatalDumpScope::~FatalDumpScope() {
   if (pipe_[1] < 0) return;
-  ::sigaction(SIGTERM, &g_previous_term, nullptr);
+  if (std::uncaught_exceptions() > 0) {
+    // This rank is failing with its own error (a failed collective's, which names the peer):
+    // the launcher's SIGTERM, sent as soon as another rank died, must not cut that line off
+    // on its way to the CLI; the process exits right after it (a launcher's SIGKILL remains).
+    ::signal(SIGTERM, SIG_IGN);
+  } else {
+    ::sigaction(SIGTERM, &g_previous_term, nullptr);
+  }
   std::set_terminate(g_previous_terminate);
   g_comm.store(nullptr);
   g_wake_fd.store(-1);
