@@ -6,6 +6,19 @@
 
 #include "commands.h"
 #include "frugal/util/error.h"
+#include "frugal/util/log.h"
+
+namespace {
+
+// The error line of a command that ran, tagged with the rank in a job whose launcher does not
+// tag its ranks' output (torchrun, mpirun): which rank failed is the first question. Written
+// at once, so that a signal arriving meanwhile cannot leave half of it.
+void error_line(const char* kind, const std::string& message) {
+  std::cerr << frugal::log::rank_prefix() + "frugal: " + kind + ": " + message + "\n"
+            << std::flush;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"frugal: train models that would not otherwise fit, fast", "frugal"};
@@ -60,18 +73,18 @@ int main(int argc, char** argv) {
   try {
     return run ? run() : 0;
   } catch (const frugal::Error& e) {
-    std::cerr << "frugal: error: " << e.what() << std::endl;
+    error_line("error", e.what());
     return 2;
   } catch (const c10::OutOfMemoryError& e) {
     // More than the machine holds (a model or batch too large for it) is the input's
     // problem, not frugal's.
-    std::cerr << "frugal: error: " << e.what_without_backtrace() << std::endl;
+    error_line("error", e.what_without_backtrace());
     return 2;
   } catch (const c10::Error& e) {
-    std::cerr << "frugal: internal error: " << e.what_without_backtrace() << std::endl;
+    error_line("internal error", e.what_without_backtrace());
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "frugal: internal error: " << e.what() << std::endl;
+    error_line("internal error", e.what());
     return 1;
   }
 }

@@ -2,6 +2,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/ops/full.h>
+#include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -13,12 +14,11 @@
 #include <ATen/ops/from_blob.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <thread>
 
 #include "c10d_group.h"
+#include "distributed/rank_faults.h"
 #include "store_socket.h"
 #include "frugal/io/atomic_file.h"
 #include "frugal/util/error.h"
@@ -35,13 +35,7 @@ void Work::wait() {
 }
 
 Communicator::Communicator(RankInfo info, c10::Device device)
-    : info_(std::move(info)), device_(device) {
-  if (const char* v = std::getenv("FRUGAL_FAULT_SKIP_COLLECTIVE"); v != nullptr && *v != '\0') {
-    int rank = -1;
-    long long seq = -1;
-    if (std::sscanf(v, "%d:%lld", &rank, &seq) == 2 && rank == info_.rank) skip_seq_ = seq;
-  }
-}
+    : info_(std::move(info)), device_(device), skip_seq_(detail::collective_to_skip(info_.rank)) {}
 
 void Communicator::count(const std::string& op, int64_t payload, double sent_factor) {
   Traffic& t = traffic_[op];
@@ -60,6 +54,15 @@ const char* const kOps[] = {"all_reduce", "broadcast", "all_gather", "reduce_sca
 
 std::string op_name(int64_t code) {
   return code >= 0 && code < 5 ? kOps[code] : fmt::format("op {}", code);
+}
+
+// A c10d failure in one line: a c10::Error's what() carries the C++ backtrace where it was
+// raised (a dozen lines), and frugal's errors are one line, which `frugal launch` repeats as
+// a failed rank's last words.
+std::string c10d_failure_text(const std::exception& e) {
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+  const std::string text = c10_error != nullptr ? c10_error->what_without_backtrace() : e.what();
+  return text.substr(0, text.find('\n'));
 }
 
 }  // namespace
@@ -121,7 +124,7 @@ std::string Communicator::dump_flight_recorder(const std::string& why, double wa
     if (present == size() || std::chrono::steady_clock::now() >= until) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  return flight_recorder_verdict(dump_dir_, size());
+  return flight_recorder_verdict(dump_dir_, size(), wait_s);
 }
 
 void Communicator::fail_with_dump(const std::string& message) {
@@ -249,7 +252,7 @@ Work C10dGroup::wrap(c10::intrusive_ptr<c10d::Work> work, const char* op) {
       throw Error(fmt::format(
           "distributed: {} on rank {} of {} failed or did not finish within {} s "
           "(distributed.timeout_s); another rank has probably died or is stuck. {}: {}",
-          op, rank(), size(), timeout_.count() / 1000.0, name_, e.what()));
+          op, rank(), size(), timeout_.count() / 1000.0, name_, c10d_failure_text(e)));
     }
   });
 }
@@ -332,7 +335,8 @@ std::shared_ptr<Communicator> init_from_env(const DistributedConfig& cfg, const 
       throw Error(fmt::format(
           "distributed: rank {} could not meet the others at {}:{} ({}) within {} s: {}",
           info.rank, info.master_addr, info.master_port,
-          opts.isServer ? "serving the store" : "as a client", cfg.timeout_s, e.what()));
+          opts.isServer ? "serving the store" : "as a client", cfg.timeout_s,
+          c10d_failure_text(e)));
     }
     // Restarts of the same job must not read the previous attempt's keys.
     store = c10::make_intrusive<c10d::PrefixStore>(

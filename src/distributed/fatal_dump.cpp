@@ -10,6 +10,7 @@
 #include <exception>
 
 #include "frugal/distributed/communicator.h"
+#include "frugal/util/log.h"
 
 namespace frugal::dist {
 namespace {
@@ -30,7 +31,9 @@ void on_sigterm(int) {
   if (Communicator* comm = g_comm.exchange(nullptr)) {
     try {
       const std::string verdict = comm->dump_flight_recorder("std::terminate", 0.0);
-      if (!verdict.empty()) std::fprintf(stderr, "terminating: %s\n", verdict.c_str());
+      if (!verdict.empty()) {
+        std::fprintf(stderr, "%sterminating: %s\n", log::rank_prefix().c_str(), verdict.c_str());
+      }
     } catch (...) {
     }
   }
@@ -57,7 +60,10 @@ FatalDumpScope::FatalDumpScope(Communicator& comm) {
     if (Communicator* comm = g_comm.exchange(nullptr)) {
       // The other ranks get the same signal at the same moment: a second for their dumps.
       const std::string verdict = comm->dump_flight_recorder("SIGTERM", 1.0);
-      if (!verdict.empty()) std::fprintf(stderr, "stopped by SIGTERM: %s\n", verdict.c_str());
+      if (!verdict.empty()) {
+        std::fprintf(stderr, "%sstopped by SIGTERM: %s\n", log::rank_prefix().c_str(),
+                     verdict.c_str());
+      }
       std::fflush(stderr);
     }
     std::_Exit(128 + SIGTERM);
@@ -66,7 +72,14 @@ FatalDumpScope::FatalDumpScope(Communicator& comm) {
 
 FatalDumpScope::~FatalDumpScope() {
   if (pipe_[1] < 0) return;
-  ::sigaction(SIGTERM, &g_previous_term, nullptr);
+  if (std::uncaught_exceptions() > 0) {
+    // This rank is failing with its own error (a failed collective's, which names the peer):
+    // the launcher's SIGTERM, sent as soon as another rank died, must not cut that line off
+    // on its way to the CLI; the process exits right after it (a launcher's SIGKILL remains).
+    ::signal(SIGTERM, SIG_IGN);
+  } else {
+    ::sigaction(SIGTERM, &g_previous_term, nullptr);
+  }
   std::set_terminate(g_previous_terminate);
   g_comm.store(nullptr);
   g_wake_fd.store(-1);

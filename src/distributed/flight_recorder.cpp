@@ -112,7 +112,8 @@ std::string describe(const CollectiveRecord& r) {
   return text;
 }
 
-std::string flight_recorder_verdict(const std::filesystem::path& dir, int world) {
+std::string flight_recorder_verdict(const std::filesystem::path& dir, int world,
+                                    double waited_s) {
   std::map<int, Dump> dumps;
   std::vector<int> missing;
   for (int r = 0; r < world; ++r) {
@@ -185,7 +186,12 @@ std::string flight_recorder_verdict(const std::filesystem::path& dir, int world)
       break;
     }
   }
-  for (int r : missing) parts.push_back(fmt::format("rank {} left no dump", r));
+  for (int r : missing) {
+    parts.push_back(waited_s > 0.0 ? fmt::format("rank {} left no dump within {:g} s (it died, "
+                                                 "or is stuck)",
+                                                 r, waited_s)
+                                   : fmt::format("rank {} left no dump", r));
+  }
   if (parts.empty()) parts.push_back("every rank issued the same collectives");
   std::string text;
   for (const auto& p : parts) text += (text.empty() ? "" : "; ") + p;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "distributed/rank_faults.h"
 #include "frugal/engine/sharding_registry.h"
 #include "frugal/models/model.h"
 #include "frugal/optim/clip.h"
@@ -190,6 +191,8 @@ StepStats Engine::run_backward(const Batch& batch, const LossFn& loss_sum_fn, bo
       auto autocast = precision_.autocast(device_.type());
       loss = loss_sum_fn(micro) / step_targets;
     }
+    // Test hooks only (FRUGAL_FAULT_ABORT, FRUGAL_FAULT_HANG): a rank dying or stuck mid-step.
+    if (i == 0) dist::detail::step_fault_point(comm_ ? comm_->rank() : 0, steps_done_ + 1);
     {
       trace::Range backward("backward", trace::Phase::backward);
       precision_.scale_loss(loss).backward();

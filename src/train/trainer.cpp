@@ -61,12 +61,13 @@ struct Trainer::Impl {
     memory::tune_host_allocator(cfg.memory.host_allocator);
     memory::install_cpu_tracking();
     memory::set_cpu_budget(cfg.memory.budget);
+    // Tagged before joining: a rendezvous that fails names the rank too.
+    if (!job.launcher_tags_ranks) log::set_rank(job.rank, job.world_size);
     // Data-parallel modes need their collectives even in a job of one.
     if (job.distributed() || sharding_traits(cfg.strategy.sharding.mode).data_parallel) {
       comm = dist::init_from_env(cfg.distributed, job);
       main = comm->is_main();
     }
-    if (!job.launcher_tags_ranks) log::set_rank(job.rank, job.world_size);
   }
 
   // Model, optimizer, schedule and engine (seeded first: initialisation is reproducible),

@@ -90,4 +90,10 @@ void set_rank(int rank, int world_size) {
   s.prefix = world_size > 1 ? "[rank " + std::to_string(rank) + "] " : "";
 }
 
+std::string rank_prefix() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.prefix;
+}
+
 }  // namespace frugal::log

@@ -139,10 +139,7 @@ TEST_CASE("world 2 under frugal launch with zero3: killed and resumed, bit-ident
   WARN(trials_per_case() << " trials, " << kills << " SIGKILLs survived (world 2, zero3)");
   CHECK(kills >= trials_per_case());
   // No rank outlives its launcher's kill.
-  // ("[/]tmp/...": the pattern matches the ranks' command lines, not this shell's own.)
-  const std::string path = dir.path().string();
-  auto left = test::run_command(
-      "pgrep -af " + test::quote("[" + path.substr(0, 1) + "]" + path.substr(1)) + " || true", 30);
-  INFO(left.out);
-  CHECK(left.out.empty());
+  const auto left = test::kill_processes_mentioning(dir.path().string());
+  for (const auto& p : left) UNSCOPED_INFO("left running: " << p.pid << " " << p.command_line);
+  CHECK(left.empty());
 }

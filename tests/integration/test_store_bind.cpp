@@ -2,11 +2,6 @@
 // 127.0.0.1) rank 0's c10d store must listen on loopback only. torch's TCPStore on its own
 // listens on every interface ("*:PORT", an IPv6 socket that takes IPv4 too); frugal hands it a
 // socket bound to the numeric MASTER_ADDR.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
@@ -16,27 +11,11 @@
 #include "support/helpers.h"
 
 namespace store_bind {
-namespace {
-
-// A port nothing listens on now (bound and released).
-int free_port() {
-  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  REQUIRE(::getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  ::close(s);
-  return ntohs(addr.sin_port);
-}
-
-}  // namespace
 
 TEST_CASE("frugal launch's store listens on MASTER_ADDR (loopback) only",
           "[integration][security][multiproc]") {
   frugal::test::TempDir dir("frugal-store-bind");
-  const int port = free_port();
+  const int port = frugal::test::free_port();
   const std::string hex_port = fmt::format(":{:04X} ", port);
   // A job long enough to be seen; the sockets listening on the port (state 0A in
   // /proc/net/tcp{,6}) are read while it runs, then the job is stopped.

@@ -93,7 +93,8 @@ TEST_CASE("the same ddp job under frugal launch, mpirun and torchrun ends the sa
   REQUIRE(a.exit_code == 0);
   // mpirun: ranks from OMPI_COMM_WORLD_*, MASTER_ADDR defaulting to 127.0.0.1.
   CommandResult b = run_command(
-      "mpirun --allow-run-as-root --oversubscribe -np 2 -x MASTER_PORT=$(( 20000 + $$ % 20000 )) " +
+      "mpirun --allow-run-as-root --oversubscribe -np 2 -x MASTER_PORT=" +
+          std::to_string(free_port()) + " " +
           quote(frugal_binary()) + job + " --set run.name=mpirun",
       120);
   INFO(b.out << b.err);

@@ -1,5 +1,9 @@
 #include "support/helpers.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -7,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 #include <stdexcept>
 
 #include "frugal/io/remove_tree.h"
@@ -64,6 +69,42 @@ fs::path binary_dir() { return from_env_or("FRUGAL_TEST_BINARY_DIR", FRUGAL_BINA
 std::string frugal_binary() { return (binary_dir() / "bin" / "frugal").string(); }
 std::string python() { return from_env_or("FRUGAL_TEST_PYTHON", FRUGAL_PYTHON); }
 fs::path source_dir() { return from_env_or("FRUGAL_TEST_SOURCE_DIR", FRUGAL_SOURCE_DIR); }
+
+int free_port() {
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (s < 0) throw std::runtime_error("free_port: cannot open a socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  const bool ok = ::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  ::getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  ::close(s);
+  if (!ok) throw std::runtime_error("free_port: cannot bind a loopback socket");
+  return ntohs(addr.sin_port);
+}
+
+std::vector<Process> processes_mentioning(const std::string& text) {
+  std::vector<Process> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const int pid = std::stoi(name);
+    if (pid == ::getpid()) continue;
+    // NUL-separated arguments; empty for a zombie, which holds nothing any more.
+    std::string args = read_text(entry.path() / "cmdline");
+    for (char& c : args) c = c == '\0' ? ' ' : c;
+    if (args.find(text) != std::string::npos) found.push_back({pid, args});
+  }
+  return found;
+}
+
+std::vector<Process> kill_processes_mentioning(const std::string& text) {
+  const std::vector<Process> found = processes_mentioning(text);
+  for (const Process& p : found) ::kill(p.pid, SIGKILL);
+  return found;
+}
 
 void write_text(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());

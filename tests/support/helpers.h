@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace frugal::test {
 
@@ -36,6 +37,19 @@ std::string frugal_binary();   // build/bin/frugal
 std::string python();          // the venv's python (with torch and safetensors)
 std::filesystem::path source_dir();
 std::string quote(const std::string& s);  // single-quoted for /bin/sh
+
+// A TCP port nothing on this machine listens on now (bound on loopback and released).
+int free_port();
+
+// The live processes other than this test's own whose command line mentions `text`: what a
+// job left running, when `text` is its unique run directory.
+struct Process {
+  int pid = 0;
+  std::string command_line;  // its arguments joined by spaces
+};
+std::vector<Process> processes_mentioning(const std::string& text);
+// SIGKILLs each of them (a failed check's leftovers must not outlive the test); returns them.
+std::vector<Process> kill_processes_mentioning(const std::string& text);
 
 void write_text(const std::filesystem::path& path, const std::string& text);
 std::string read_text(const std::filesystem::path& path);

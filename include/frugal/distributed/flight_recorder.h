@@ -50,7 +50,10 @@ class FlightRecorder {
 // Reads the dumps (rank_*.json) in `dir` and says, in one sentence, which rank completed the
 // fewest collectives and the first sequence number at which the ranks' collectives differ
 // (op, dtype, size or tag) or one rank has none; "" when there are no dumps to compare.
-std::string flight_recorder_verdict(const std::filesystem::path& dir, int world);
+// A rank without a dump is named; when the caller gave the ranks `waited_s` seconds to write
+// theirs, as having died or being stuck: no failure of its own made it write one.
+std::string flight_recorder_verdict(const std::filesystem::path& dir, int world,
+                                    double waited_s = 0.0);
 
 // One collective, for messages: "#42 all_gather float x1024 [blocks.3/decay]".
 std::string describe(const CollectiveRecord& r);

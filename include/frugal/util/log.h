@@ -21,5 +21,9 @@ void add_file(const std::string& path);
 void close_files();
 // Tag messages with the rank in multi-process runs ("[rank 1] ...").
 void set_rank(int rank, int world_size);
+// That tag ("[rank 1] ", or "" before set_rank or in a single process), for the lines written
+// to stderr without the logger: the CLI's error line, a rank's last words on a signal. Under
+// torchrun or mpirun, which do not tag their ranks' output, it says which rank wrote them.
+std::string rank_prefix();
 
 }  // namespace frugal::log
