@@ -92,7 +92,7 @@ TEST_CASE("strategies from YAML: fp16-mixed with checkpointing reports scale and
   CHECK(records == 4);
 }
 
-TEST_CASE("frugal config show applies --set; validate says OK", "[integration][cli]") {
+TEST_CASE("frugal config show applies --set, validate says OK", "[integration][cli]") {
   const std::string cfg = test::quote((test::source_dir() / "configs/tiny-gpt.yaml").string());
   auto show = test::frugal("config show " + cfg + " --set optim.lr=0.125");
   INFO(show.err);

@@ -106,7 +106,7 @@ TEST_CASE("a non-finite step is skipped, named and counted in fp32, bf16 and fp1
   }
 }
 
-TEST_CASE("halt stops at the first bad step; fp16's overflow only counts towards the limit",
+TEST_CASE("halt stops at the first bad step, fp16's overflow only counts towards the limit",
           "[integration][nonfinite]") {
   NonFiniteRig fp32("fp32");
   fp32.bad_step = 1;
@@ -148,7 +148,7 @@ TEST_CASE("halt stops at the first bad step; fp16's overflow only counts towards
   CHECK_THROWS_WITH(skip.check(pipelined, true), Catch::Contains("could not be skipped"));
 }
 
-TEST_CASE("no checkpoint is written from non-finite parameters; the previous one stays",
+TEST_CASE("no checkpoint is written from non-finite parameters, the previous one stays",
           "[integration][nonfinite]") {
   test::TempDir dir("frugal-nonfinite");
   NonFiniteRig rig("fp32");

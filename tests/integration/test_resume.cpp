@@ -98,7 +98,7 @@ TEST_CASE("resume is exact with fp16-mixed (scaler state) and checkpointing", "[
   CHECK(scale_of(a) > 256.0);
 }
 
-TEST_CASE("keep_last prunes old checkpoints; resume at max_steps does nothing",
+TEST_CASE("keep_last prunes old checkpoints, resume at max_steps does nothing",
           "[integration][resume]") {
   test::TempDir runs("frugal-keep");
   Config cfg = tiny_config(runs.path(), "keep", 15);

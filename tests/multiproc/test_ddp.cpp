@@ -111,7 +111,7 @@ TEST_CASE("the same ddp job under frugal launch, mpirun and torchrun ends the sa
   CHECK(max_abs_diff(final_params(dir.path(), "torchrun"), launched) == 0.0);
 }
 
-TEST_CASE("rank 0's metrics carry every rank's step time and memory; ranks can log their own",
+TEST_CASE("rank 0's metrics carry every rank's step time and memory, ranks can log their own",
           "[multiproc][dist][ddp]") {
   TempDir dir;
   const auto cfg = dir / "ddp.yaml";

@@ -226,7 +226,7 @@ model: {options: }
   CHECK(c.model.options.empty());
 }
 
-TEST_CASE("config: GPT presets fill sizes; explicit keys win in any order", "[config][unit]") {
+TEST_CASE("config: GPT presets fill sizes, explicit keys win in any order", "[config][unit]") {
   SECTION("each preset") {
     struct Expect {
       const char* name;

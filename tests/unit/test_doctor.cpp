@@ -90,7 +90,7 @@ TEST_CASE("doctor: a machine set up against training gets a warning for each set
   CHECK(f.at("GPUs").verdict == Verdict::info);
 }
 
-TEST_CASE("doctor: a well set machine has nothing to look at; missing files are findings",
+TEST_CASE("doctor: a well set machine has nothing to look at, missing files are findings",
           "[unit][doctor]") {
   FakeRoot root;
   write_good(root);

@@ -193,7 +193,7 @@ Stepped8bit q8_step(const AdamCase& c, int64_t block) {
 
 }  // namespace
 
-TEST_CASE("adamw8bit: from the same moments, torch's AdamW step bit for bit; requantized",
+TEST_CASE("adamw8bit: from the same moments, torch's AdamW step bit for bit, requantized",
           "[unit][optim]") {
   const AdamCase c = adam_case();
   for (int64_t block : {256, 2048}) {
