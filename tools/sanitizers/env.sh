@@ -1,0 +1,12 @@
+# Sanitizer run-time options for frugal's instrumented builds (sourced by tools/sanitize.sh and
+# tools/fuzz.sh). LibTorch and the Debian libraries are not instrumented; each setting says why.
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# detect_leaks=0: torch allocates process-lifetime globals (operator registries, thread pools,
+# CUDA probes) that it never frees, and LeakSanitizer would report each at exit; frugal's own
+# ownership is RAII throughout, so a leak report would almost always be torch's.
+# abort_on_error=1: a report fails the test that triggered it (CTest sees the abort).
+# protect_shadow_gap=0: the CUDA runtime the torch wheel loads maps memory in ASan's shadow gap.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1:protect_shadow_gap=0}"
+# print_stacktrace=1: where the undefined behaviour happened, not only the line.
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$here/tsan.supp}"
