@@ -5,7 +5,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # CUDA probes) that it never frees, and LeakSanitizer would report each at exit; frugal's own
 # ownership is RAII throughout, so a leak report would almost always be torch's.
 # abort_on_error=1: a report fails the test that triggered it (CTest sees the abort).
-# protect_shadow_gap=0: the CUDA runtime the torch wheel loads maps memory in ASan's shadow gap.
+# protect_shadow_gap=0: NVIDIA's advice for the CUDA runtime under ASan (it maps memory where
+# ASan's shadow gap is), so that the same build also runs on a GPU machine.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1:protect_shadow_gap=0}"
 # print_stacktrace=1: where the undefined behaviour happened, not only the line.
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
