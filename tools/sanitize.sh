@@ -21,8 +21,9 @@ source tools/sanitizers/env.sh
 rc=0
 for kind in "${kinds[@]}"; do
   case "$kind" in
-    asan) sanitizers=address,undefined; spec="[unit],[bad_input]"; files="" ;;
-    # Only the test files these cases live in are built (FRUGAL_TEST_FILES, tests/CMakeLists.txt).
+    # Only the test files the cases live in are built (FRUGAL_TEST_FILES, tests/CMakeLists.txt);
+    # another spec may need more: -DFRUGAL_TEST_FILES= on the build folder builds them all.
+    asan) sanitizers=address,undefined; spec="[unit],[bad_input]"; files="/unit/|/bad_inputs/" ;;
     tsan) sanitizers=thread; spec="loader:*,[offload],[launch]"
           files="test_data_loader|test_offload|test_launch" ;;
     *) echo "sanitize.sh: asan or tsan, not '$kind'" >&2; exit 2 ;;
