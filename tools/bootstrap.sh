@@ -29,6 +29,11 @@ debs=(
   fortunes fortunes-min
   chromium
 )
+# (clang-14, libclang-rt-14-dev: libFuzzer and clang's sanitizer runtimes for the fuzz targets,
+#  tools/fuzz.sh, which the test suite runs briefly)
+if [ "${FRUGAL_TEST_DEPS:-0}" = 1 ] || [ "${FRUGAL_FUZZ_DEPS:-0}" = 1 ]; then
+  debs+=(clang-14 libclang-rt-14-dev)
+fi
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -70,6 +75,8 @@ if [ "$(readlink .venv 2>/dev/null)" != "$venv" ]; then
 fi
 
 # --- Configure and build ---------------------------------------------------------------------
+# FRUGAL_BUILD_TARGET=none: set-up only (the instrumented builds configure their own folders).
+[ "${FRUGAL_BUILD_TARGET:-all}" = none ] && exit 0
 build_type="${FRUGAL_BUILD_TYPE:-Release}"
 if [ ! -f build/build.ninja ]; then
   say "configuring build/ ($build_type)"

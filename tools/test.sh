@@ -14,4 +14,11 @@ log=Testing/Temporary/LastTest.log
 if [ -f "$log" ]; then
   grep '^SKIPPED: ' "$log" | sort | uniq -c | sed 's/^ *\([0-9]*\) SKIPPED: /skipped: \1 test(s): /' || true
 fi
+# The whole suite (no ctest arguments) also fuzzes each reader briefly: tools/fuzz.sh with
+# FRUGAL_FUZZ_SECONDS per target (default 10; 0 skips it), in its own clang build (build-fuzz/).
+fuzz_seconds="${FRUGAL_FUZZ_SECONDS:-10}"
+if [ $# -eq 0 ] && [ "$fuzz_seconds" != 0 ]; then
+  cd "$root"
+  bash tools/fuzz.sh "$fuzz_seconds" || rc=1
+fi
 exit $rc

@@ -3,11 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "frugal/util/error.h"
 #include "internal.h"
@@ -23,6 +23,9 @@ namespace fs = std::filesystem;
 // hundred nodes; this many is no config. Counted with the aliases expanded, stopping at the
 // limit.
 constexpr size_t kMaxNodes = 100000;
+// The same for bytes, checked while reading: a config is a few KiB, and a path to something
+// endless (/dev/zero, a huge log given by mistake) must fail instead of filling memory.
+constexpr size_t kMaxFileBytes = 16 << 20;
 
 bool within_node_limit(const YAML::Node& node, size_t& left) {
   if (left == 0) return false;
@@ -117,10 +120,16 @@ class Reader {
     if (fs::is_directory(path, ec)) refuse("it is a directory");
     std::ifstream in(path, std::ios::binary);
     if (!in) refuse(std::strerror(errno));
-    std::ostringstream text;
-    text << in.rdbuf();
+    std::string text;
+    std::array<char, 1 << 16> chunk;
+    while (in.read(chunk.data(), chunk.size()) || in.gcount() > 0) {
+      text.append(chunk.data(), static_cast<size_t>(in.gcount()));
+      if (text.size() > kMaxFileBytes) {
+        refuse(fmt::format("larger than {} MiB: not a config file", kMaxFileBytes >> 20));
+      }
+    }
     if (in.bad()) refuse(std::strerror(errno));
-    return text.str();
+    return text;
   }
 
   std::vector<Link> chain_;

@@ -43,7 +43,8 @@ std::vector<int64_t> read_header(const detail::MappedFile& file, int64_t magic, 
     // Corrupt dimensions can overflow the product; that can never match the file size.
     if (__builtin_mul_overflow(items, dims.back(), &items)) items = -1;
   }
-  if (items < 0 || file.size() != header + items) {
+  // size - header, not header + items: items near INT64_MAX would overflow the sum.
+  if (items < 0 || file.size() - header != items) {
     throw Error(
         fmt::format("{}: '{}': the IDX header dimensions {} do not match the file's {} "
                     "bytes (truncated?)",

@@ -45,16 +45,19 @@ struct Manifest {
   fs::path path;
   nlohmann::json json;
 
-  bool lists(const std::string& name) const {
-    return json.contains("files") && json["files"].is_object() && json["files"].contains(name);
-  }
+  bool lists_any() const { return json.contains("files") && json["files"].is_object(); }
+  bool lists(const std::string& name) const { return lists_any() && json["files"].contains(name); }
   bool sharded() const { return json.contains("sharded"); }
+  // Bounded by the files listed, one per rank at least, before anything loops over the
+  // ranks: a damaged world_size (2^31) would otherwise make two billion file names.
   int shard_world() const {
-    const int world = json["sharded"].value("world_size", 0);
-    if (world < 1) {
-      throw Error(fmt::format("{}: sharded with world_size {}", path.string(), world));
+    const int64_t world = json["sharded"].value("world_size", int64_t{0});
+    const size_t listed = lists_any() ? json["files"].size() : 0;
+    if (world < 1 || static_cast<uint64_t>(world) > listed) {
+      throw Error(fmt::format("{}: sharded with world_size {} ({} files listed)", path.string(),
+                              world, listed));
     }
-    return world;
+    return static_cast<int>(world);
   }
 
   // A listed file's bytes, checked against the manifest's size and hash.

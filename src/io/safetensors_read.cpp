@@ -152,15 +152,22 @@ class SafetensorsFile {
 
     const auto& shape = value["shape"];
     if (!shape.is_array()) fail(fmt::format("tensor '{}': shape is not an array", name));
-    uint64_t bytes = c10::elementSize(*type);
+    // The bytes the shape spans, with each 0 counted as 1: torch computes strides that way, so
+    // an empty tensor whose other dimensions are absurd ([0, 2^62, 2^62]) must fail here too,
+    // not in torch's stride arithmetic. Overflow can only come from a damaged header: no
+    // tensor has 2^63 bytes.
+    uint64_t extent = c10::elementSize(*type);
+    bool empty = false;
     for (const auto& dim : shape) {
       uint64_t d = unsigned_int(dim, name, "shape");
-      // Overflow here can only come from a damaged header: no tensor has 2^63 bytes.
-      if (d > static_cast<uint64_t>(INT64_MAX) || __builtin_mul_overflow(bytes, d, &bytes)) {
+      if (__builtin_mul_overflow(extent, std::max<uint64_t>(d, 1), &extent) ||
+          extent > static_cast<uint64_t>(INT64_MAX)) {
         fail(fmt::format("tensor '{}': shape is too large", name));
       }
+      empty = empty || d == 0;
       e.shape.push_back(static_cast<int64_t>(d));
     }
+    const uint64_t bytes = empty ? 0 : extent;
 
     const auto& offsets = value["data_offsets"];
     if (!offsets.is_array() || offsets.size() != 2) {

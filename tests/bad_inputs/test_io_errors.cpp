@@ -136,6 +136,12 @@ TEST_CASE("read_safetensors rejects damaged files, naming them", "[io][bad_input
        safetensors_bytes(
            R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", data),
        "too large"},
+      // Empty, but torch's strides for the other dimensions would overflow: an uncaught c10
+      // error before (fuzz/corpus/safetensors/regression-empty-shape-huge-dims.safetensors).
+      {"empty, huge other dimensions",
+       safetensors_bytes(
+           R"({"w":{"dtype":"F32","shape":[0,4611686018427387904,4],"data_offsets":[0,0]}})", ""),
+       "too large"},
       {"missing field", safetensors_bytes(R"({"w":{"dtype":"F32","shape":[2]}})", data), "lacks"},
       {"bad metadata", safetensors_bytes(R"({"__metadata__":{"a":1}})", ""), "not a string"},
   };

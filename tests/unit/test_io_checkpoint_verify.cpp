@@ -69,6 +69,13 @@ TEST_CASE("verify_checkpoint checks every shard a sharded checkpoint lists, nami
                                                 ": corrupt manifest (the entry of 'model.pt')");
     CHECK_THROWS_AS(load_checkpoint(c), Error);
   }
+  SECTION("a world size past the files listed (before: a name per rank, 2^31 of them)") {
+    edit_manifest(c, [](nlohmann::json& m) { m["sharded"]["world_size"] = int64_t{1} << 31; });
+    CHECK_THROWS_WITH(verify_checkpoint(c),
+                      Catch::StartsWith((c / "manifest.json").string() +
+                                        ": sharded with world_size 2147483648 ("));
+    CHECK_THROWS_AS(load_checkpoint(c), Error);
+  }
   SECTION("a manifest cut short") {
     std::string m = test::read_text(c / "manifest.json");
     test::write_text(c / "manifest.json", m.substr(0, m.size() / 2));

@@ -1,0 +1,116 @@
+"""Writes the seed corpora of the fuzz targets (fuzz/corpus/<target>/): small valid inputs and
+a few broken ones per reader, so that fuzzing starts from the formats' real shapes. Run once
+with the venv's python (torch, safetensors); the output is committed. The checkpoint target's
+valid seeds (valid-*) come from the target itself, which writes its fixture's files when
+FRUGAL_FUZZ_SEEDS names a folder; inputs that once found a problem are added by hand as
+regression-<what>.
+
+    .venv/bin/python fuzz/make_seeds.py
+    FRUGAL_FUZZ_SEEDS=fuzz/corpus/checkpoint build-fuzz/bin/frugal_fuzz_checkpoint \
+        fuzz/corpus/checkpoint/broken-meta.json
+"""
+import io
+import json
+import pathlib
+import shutil
+import struct
+
+import numpy as np
+import torch
+from safetensors.numpy import save as save_safetensors
+
+root = pathlib.Path(__file__).resolve().parent.parent
+corpus = root / "fuzz" / "corpus"
+
+
+def write(target, name, data):
+    folder = corpus / target
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+
+
+def config_seeds():
+    for path in sorted((root / "configs").glob("*.yaml")):
+        write("config", path.name, path.read_bytes())
+    write("config", "tiny-llama.yaml",
+          "model: {type: llama, n_layer: 1, n_head: 2, n_embd: 8, intermediate_size: 16, "
+          "block_size: 8, vocab_size: 32}\n"
+          "data: {type: synthetic, micro_batch_size: 2, synthetic_samples: 16}\n"
+          "strategy: {sharding: zero3, precision: bf16-mixed, grad_scaler: {init_scale: 1024}}\n")
+    write("config", "aliases.yaml", "a: &a [1, 2]\nmodel: {n_layer: 2}\noptim: {betas: *a}\n")
+    write("config", "extends-missing.yaml", "extends: parent.yaml\nmodel: {n_layer: 2}\n")
+    write("config", "bad-tab.yaml", "model:\n\tn_layer: 2\n")
+
+
+def header_only(tensors_header):
+    text = json.dumps(tensors_header).encode()
+    return struct.pack("<Q", len(text)) + text
+
+
+def safetensors_seeds():
+    write("safetensors", "valid-f32-i64.safetensors", save_safetensors(
+        {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "n": np.array([7], dtype=np.int64)},
+        metadata={"format": "pt"}))
+    write("safetensors", "valid-u8-empty.safetensors", save_safetensors(
+        {"e": np.zeros((0, 4), dtype=np.float16), "b": np.array([1, 0, 1], dtype=np.uint8)}))
+    bf16 = torch.arange(4, dtype=torch.bfloat16)
+    write("safetensors", "valid-bf16.safetensors",
+          header_only({"x": {"dtype": "BF16", "shape": [4], "data_offsets": [0, 8]}}) +
+          bf16.view(torch.int16).numpy().tobytes())
+    write("safetensors", "broken-header-length.safetensors", struct.pack("<Q", 2**63) + b"{}")
+    write("safetensors", "broken-offsets.safetensors",
+          header_only({"x": {"dtype": "F32", "shape": [2], "data_offsets": [0, 99]}}) + bytes(8))
+    write("safetensors", "broken-overlap.safetensors",
+          header_only({"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+                       "y": {"dtype": "F32", "shape": [1], "data_offsets": [2, 6]}}) + bytes(8))
+
+
+def checkpoint_seeds():
+    # A plain dict saved by Python's torch.save, as model.pt (selector byte 1): the reader's
+    # other accepted form, which carries no seal.
+    buffer = io.BytesIO()
+    torch.save({"w": torch.arange(3.0), "b": torch.zeros(2, dtype=torch.int64)}, buffer)
+    write("checkpoint", "torch-save-dict-model.pt", b"\x01" + buffer.getvalue())
+    write("checkpoint", "broken-manifest.json", b"\x00" + b'{"files": {"model.pt": 3}}')
+    write("checkpoint", "broken-meta.json", b"\x04" + b'{"step": ')
+
+
+def tokens_seeds():
+    write("tokens", "nanogpt.bin", np.array([1, 2, 3, 50256, 4, 5, 6, 7], dtype=np.uint16).tobytes())
+    for magic, version, dtype, name in [(20240520, 1, np.uint16, "llmc-u16.bin"),
+                                        (20240801, 7, np.uint32, "llmc-u32.bin")]:
+        tokens = np.array([0, 11, 22, 33, 0, 44], dtype=dtype)
+        header = np.zeros(256, dtype=np.int32)
+        header[:3] = [magic, version, len(tokens)]
+        write("tokens", name, header.tobytes() + tokens.tobytes())
+    bad = root / "tests" / "bad_inputs" / "corpus"
+    for case in ["data-llmc-bad-version", "data-llmc-truncated", "data-tokens-odd-length",
+                 "data-tokens-out-of-vocab"]:
+        write("tokens", case + ".bin", (bad / case / "shard.bin").read_bytes())
+
+
+def idx_input(labels, images):
+    assert len(labels) < 256
+    return bytes([len(labels)]) + labels + images
+
+
+def idx_seeds():
+    n, h, w = 3, 2, 2
+    images = struct.pack(">IIII", 0x803, n, h, w) + bytes(range(n * h * w))
+    labels = struct.pack(">II", 0x801, n) + bytes([0, 9, 4])
+    write("idx", "valid.idx", idx_input(labels, images))
+    bad = root / "tests" / "bad_inputs" / "corpus"
+    for case in ["data-idx-bad-magic", "data-idx-huge-dimensions", "data-idx-label-count",
+                 "data-idx-dimensions-int64-max"]:
+        write("idx", case + ".idx", idx_input((bad / case / "train-labels").read_bytes(),
+                                              (bad / case / "train-images").read_bytes()))
+
+
+if __name__ == "__main__":
+    for target in ["config", "safetensors", "tokens", "idx"]:
+        shutil.rmtree(corpus / target, ignore_errors=True)
+    config_seeds()
+    safetensors_seeds()
+    checkpoint_seeds()
+    tokens_seeds()
+    idx_seeds()

@@ -1,0 +1,81 @@
+// The checkpoint reader: manifest.json, then model.pt, optimizer.pt, state.pt and meta.json
+// through the manifest's size and hash checks into the tensor archive reader. The input's first
+// byte picks the file (kFiles), the rest replaces it in a small valid checkpoint; a replaced
+// tensor or meta file gets a manifest entry that matches it, so that the bytes reach the
+// parser behind the integrity check rather than stopping at it.
+#include <ATen/ATen.h>
+
+#include <array>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "frugal/io/atomic_file.h"  // read_file
+#include "frugal/io/checkpoint.h"
+#include "frugal/io/checkpoint_meta.h"
+#include "frugal/io/hash.h"
+#include "fuzz_input.h"
+
+namespace {
+
+constexpr std::array<const char*, 5> kFiles = {"manifest.json", "model.pt", "optimizer.pt",
+                                               "state.pt", "meta.json"};
+
+struct Fixture {
+  std::filesystem::path dir;                        // the checkpoint directory
+  std::array<std::string, kFiles.size()> original;  // each file's bytes, to put back
+};
+
+const Fixture& fixture() {
+  static const Fixture made = [] {
+    frugal::Checkpoint ckpt;
+    ckpt.step = 3;
+    ckpt.model = {{"w", at::arange(6, at::kFloat).reshape({2, 3})}, {"b", at::ones({3})}};
+    ckpt.optimizer = {{"w/exp_avg", at::zeros({2, 3})}};
+    ckpt.state = {{"rng", at::arange(4, at::kLong)}};
+    ckpt.meta_json = R"({"step": 3, "data": {"epoch": 0, "position": 12}})";
+    Fixture f;
+    f.dir = frugal::save_checkpoint(frugal::fuzz::scratch_dir() + "/checkpoints", ckpt, 0);
+    for (size_t i = 0; i < kFiles.size(); ++i) {
+      f.original[i] = frugal::io::read_file(f.dir / kFiles[i]);
+    }
+    // FRUGAL_FUZZ_SEEDS=<folder>: write the valid inputs (tools/fuzz_seeds.sh).
+    if (const char* seeds = std::getenv("FRUGAL_FUZZ_SEEDS")) {
+      for (size_t i = 0; i < kFiles.size(); ++i) {
+        frugal::fuzz::write_bytes(std::string(seeds) + "/valid-" + kFiles[i],
+                                  std::string(1, static_cast<char>(i)) + f.original[i]);
+      }
+    }
+    return f;
+  }();
+  return made;
+}
+
+// The fixture's manifest with `name`'s entry describing `bytes`.
+std::string manifest_for(const Fixture& f, const std::string& name, std::string_view bytes) {
+  nlohmann::json manifest = nlohmann::json::parse(f.original[0]);
+  manifest["files"][name] = {{"bytes", bytes.size()}, {"fnv1a64", frugal::io::fnv1a64_hex(bytes)}};
+  return manifest.dump();
+}
+
+void write(const std::filesystem::path& path, std::string_view bytes) {
+  frugal::fuzz::write_bytes(path.string(), bytes);
+}
+
+}  // namespace
+
+FRUGAL_FUZZ_ENTRY(checkpoint) {
+  if (size == 0) return 0;
+  const Fixture& f = fixture();
+  const size_t which = data[0] % kFiles.size();
+  const std::string_view bytes = frugal::fuzz::as_text(data + 1, size - 1);
+  write(f.dir / kFiles[which], bytes);
+  if (which != 0) write(f.dir / kFiles[0], manifest_for(f, kFiles[which], bytes));
+  frugal::fuzz::expect_frugal_errors_only([&] {
+    frugal::verify_checkpoint(f.dir);
+    const frugal::Checkpoint ckpt = frugal::load_checkpoint(f.dir);
+    frugal::io::checkpoint_meta(ckpt, f.dir);
+  });
+  write(f.dir / kFiles[which], f.original[which]);
+  write(f.dir / kFiles[0], f.original[0]);
+  return 0;
+}

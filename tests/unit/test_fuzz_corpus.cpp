@@ -1,0 +1,49 @@
+// The fuzz targets' seed corpora (fuzz/corpus/<target>/: valid inputs, broken ones and every
+// input that once found a problem) replayed through the same entry points the fuzzers drive
+// (fuzz/targets/*.cpp), in the ordinary build: each reader answers every input with a result
+// or a frugal::Error, nothing else. tools/fuzz.sh fuzzes them for real.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "frugal/io/atomic_file.h"
+#include "support/helpers.h"
+
+int frugal_fuzz_config(const uint8_t* data, size_t size);
+int frugal_fuzz_safetensors(const uint8_t* data, size_t size);
+int frugal_fuzz_checkpoint(const uint8_t* data, size_t size);
+int frugal_fuzz_tokens(const uint8_t* data, size_t size);
+int frugal_fuzz_idx(const uint8_t* data, size_t size);
+
+namespace {
+
+namespace fs = std::filesystem;
+
+using Entry = int (*)(const uint8_t*, size_t);
+
+void replay_corpus(const std::string& target, Entry entry) {
+  const fs::path dir = frugal::test::source_dir() / "fuzz/corpus" / target;
+  std::vector<fs::path> inputs;
+  for (const auto& file : fs::directory_iterator(dir)) inputs.push_back(file.path());
+  REQUIRE(inputs.size() >= 3);
+  for (const fs::path& input : inputs) {
+    INFO(input.string());
+    const std::string bytes = frugal::io::read_file(input);
+    CHECK(entry(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()) == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("fuzz corpus: config", "[unit][fuzz]") { replay_corpus("config", frugal_fuzz_config); }
+TEST_CASE("fuzz corpus: safetensors", "[unit][fuzz]") {
+  replay_corpus("safetensors", frugal_fuzz_safetensors);
+}
+TEST_CASE("fuzz corpus: checkpoint", "[unit][fuzz]") {
+  replay_corpus("checkpoint", frugal_fuzz_checkpoint);
+}
+TEST_CASE("fuzz corpus: tokens", "[unit][fuzz]") { replay_corpus("tokens", frugal_fuzz_tokens); }
+TEST_CASE("fuzz corpus: idx", "[unit][fuzz]") { replay_corpus("idx", frugal_fuzz_idx); }

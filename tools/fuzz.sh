@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (clang, ASan + UBSan; build-fuzz/, FRUGAL_FUZZ) and runs each for
+# SECONDS (default 300) on a copy of its seed corpus (fuzz/corpus/<target>/), then prints the
+# executions and findings per target. Exit code 1 when any target found something: the input
+# that did it is in build-fuzz/findings/<target>/ (add it to fuzz/corpus/<target>/ once fixed).
+#   bash tools/fuzz.sh            300 s per target (a human's run)
+#   bash tools/fuzz.sh 10         10 s per target (the test suite's run: tools/test.sh)
+#   bash tools/fuzz.sh 60 tokens  one target
+# Each run starts from the committed corpus plus what earlier runs on this machine kept
+# (build-fuzz/corpus/<target>/); only the committed corpus is in the repository.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+seconds="${1:-300}"
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(config safetensors checkpoint tokens idx)
+clangxx="${FRUGAL_FUZZ_CXX:-clang++-14}"
+# (libFuzzer reads -max_total_time=0 as "no limit")
+[[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: SECONDS must be a positive number" >&2; exit 2; }
+
+FRUGAL_FUZZ_DEPS=1 FRUGAL_BUILD_TARGET=none bash tools/bootstrap.sh  # packages, venv
+if [ ! -f build-fuzz/build.ninja ]; then
+  torch_prefix=$(.venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)')
+  # No precompiled headers: ccache caches clang's compilations only without them.
+  cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$clangxx" \
+    -DFRUGAL_FUZZ=ON -DFRUGAL_BUILD_TESTS=OFF -DFRUGAL_BUILD_BENCH=OFF -DFRUGAL_USE_PCH=OFF \
+    -DCMAKE_PREFIX_PATH="$torch_prefix" -DTORCH_CUDA_ARCH_LIST=9.0 >build-fuzz-configure.log 2>&1 ||
+    { cat build-fuzz-configure.log; exit 1; }
+  rm -f build-fuzz-configure.log
+fi
+start=$(date +%s)
+cmake --build build-fuzz --parallel "$(nproc)" --target frugal_fuzz_targets
+echo "fuzz: build took $(($(date +%s) - start)) s"
+
+source tools/sanitizers/env.sh  # ASAN_OPTIONS, UBSAN_OPTIONS (and why)
+found=0
+for t in "${targets[@]}"; do
+  corpus="build-fuzz/corpus/$t"
+  findings="build-fuzz/findings/$t"
+  mkdir -p "$corpus" "$findings"
+  log="build-fuzz/fuzz-$t.log"
+  # -rss_limit_mb / -malloc_limit_mb: an input that makes a reader allocate past 2 GiB is a
+  # finding (sizes read from files must be checked before they are allocated).
+  # -timeout: one input running 10 s is a hang. No stdin: a config may say `extends: /dev/stdin`.
+  rc=0
+  build-fuzz/bin/frugal_fuzz_"$t" "$corpus" "fuzz/corpus/$t" \
+    -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 \
+    -artifact_prefix="$findings/" -dict=fuzz/dictionaries/"$t".dict -print_final_stats=1 \
+    </dev/null >"$log" 2>&1 || rc=$?
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  if [ "$rc" -ne 0 ]; then
+    found=1
+    echo "fuzz: $t: FOUND a problem after ${runs:-?} executions (exit $rc); input in $findings/:"
+    grep -E 'ERROR: |runtime error: |terminate called|Test unit written' "$log" | head -5 | sed 's/^/  /'
+  else
+    echo "fuzz: $t: ${runs:-?} executions in ${seconds} s, no findings (corpus $(ls "$corpus" | wc -l) inputs)"
+  fi
+done
+exit $found

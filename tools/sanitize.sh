@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The test suite under sanitizers, each kind in its own build folder (cmake/FrugalSanitize.cmake):
+#   bash tools/sanitize.sh asan   ASan + UBSan (build-asan/): the unit tests and the bad-input
+#                                 tests, the corpus among them (every case runs the instrumented
+#                                 CLI)
+#   bash tools/sanitize.sh tsan   TSan (build-tsan/): the data loader's worker threads, the
+#                                 offload pipeline's host thread, the launcher's supervision
+#   bash tools/sanitize.sh        both
+#   bash tools/sanitize.sh asan '[integration]'   other test cases (a Catch2 test spec)
+# The test binary runs the cases in one process, so a sanitizer's report stops the run at the
+# case that caused it. Run-time options and suppressions: tools/sanitizers/ (each says why).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+kinds=(asan tsan)
+[ $# -gt 0 ] && { kinds=("$1"); shift; }
+FRUGAL_TEST_DEPS=1 FRUGAL_BUILD_TARGET=none bash tools/bootstrap.sh  # packages, venv
+torch_prefix=$(.venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)')
+source tools/sanitizers/env.sh
+
+rc=0
+for kind in "${kinds[@]}"; do
+  case "$kind" in
+    # Only the test files the cases live in are built (FRUGAL_TEST_FILES, tests/CMakeLists.txt);
+    # another spec may need more: -DFRUGAL_TEST_FILES= on the build folder builds them all.
+    asan) sanitizers=address,undefined; spec="[unit],[bad_input]"; files="/unit/|/bad_inputs/" ;;
+    tsan) sanitizers=thread; spec="loader:*,[offload],[launch]"
+          files="test_data_loader|test_offload|test_launch" ;;
+    *) echo "sanitize.sh: asan or tsan, not '$kind'" >&2; exit 2 ;;
+  esac
+  [ $# -gt 0 ] && spec="$1"
+  dir="build-$kind"
+  if [ ! -f "$dir/build.ninja" ]; then
+    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFRUGAL_SANITIZE="$sanitizers" \
+      -DFRUGAL_BUILD_BENCH=OFF -DFRUGAL_TEST_FILES="$files" -DCMAKE_PREFIX_PATH="$torch_prefix" \
+      -DPython3_EXECUTABLE="$root/.venv/bin/python" -DTORCH_CUDA_ARCH_LIST=9.0 \
+      >"$dir-configure.log" 2>&1 || { cat "$dir-configure.log"; exit 1; }
+    rm -f "$dir-configure.log"
+  fi
+  start=$(date +%s)
+  cmake --build "$dir" --parallel "$(nproc)" --target frugal_tests
+  built=$(date +%s)
+  echo "sanitize: $kind: build took $((built - start)) s; running '$spec'"
+  kind_rc=0
+  (cd "$dir" && ./bin/frugal_tests "$spec") >"$dir/sanitize.log" 2>&1 || kind_rc=$?
+  tail -n 4 "$dir/sanitize.log"
+  # 77: every case that ran was skipped (no CUDA device), which is no failure.
+  if [ "$kind_rc" -ne 0 ] && [ "$kind_rc" -ne 77 ]; then
+    rc=1
+    echo "sanitize: $kind: FAILED (exit $kind_rc), see $dir/sanitize.log:"
+    grep -E 'ERROR: |WARNING: ThreadSanitizer|runtime error: |FAILED' "$dir/sanitize.log" | head -5
+  else
+    echo "sanitize: $kind: clean ($(($(date +%s) - built)) s)"
+  fi
+done
+exit $rc
