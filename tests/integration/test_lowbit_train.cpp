@@ -85,46 +85,45 @@ void check_resume_exact(const test::TempDir& dir, const fs::path& cfg, const std
   CHECK(losses.back() < losses.front() - min_drop);
 }
 
+// Trains `optim` straight and resumed (check_resume_exact) and returns the final optimizer.pt.
+std::string resumed_optimizer_state(const test::TempDir& dir, const std::string& optim,
+                                    double min_drop = 0.1) {
+  const fs::path cfg = dir / "run.yaml";
+  test::write_text(cfg, lowbit_yaml(dir.path(), optim));
+  check_resume_exact(dir, cfg, "", "", min_drop);
+  return test::checkpoint_contents(dir / "straight" / "checkpoints" / "step_00000012")
+      .at("optimizer.pt");
+}
+
 }  // namespace
 
 TEST_CASE("frugal train with adamw8bit: the loss falls, resumed, the final checkpoint is identical",
           "[integration][optim]") {
   test::TempDir dir("frugal-lowbit");
-  const fs::path cfg = dir / "q.yaml";
-  test::write_text(cfg, lowbit_yaml(dir.path(),
-                                    "{type: adamw8bit, lr: 0.003, weight_decay: 0.1, "
-                                    "clip_grad_norm: 1.0, quant_block: 256}"));
-  check_resume_exact(dir, cfg, "", "");
+  const std::string state = resumed_optimizer_state(
+      dir, "{type: adamw8bit, lr: 0.003, weight_decay: 0.1, clip_grad_norm: 1.0, quant_block: 256}");
   // What optimizer.pt holds: uint8 codes and fp32 maxima per parameter.
-  const auto files = test::checkpoint_contents(dir / "straight" / "checkpoints" / "step_00000012");
-  CHECK(files.at("optimizer.pt").find("exp_avg_sq_code") != std::string::npos);
-  CHECK(files.at("optimizer.pt").find("exp_avg_absmax") != std::string::npos);
+  CHECK(state.find("exp_avg_sq_code") != std::string::npos);
+  CHECK(state.find("exp_avg_absmax") != std::string::npos);
 }
 
 TEST_CASE("frugal train with adafactor: the loss falls, resumed, the final checkpoint is identical",
           "[integration][optim]") {
   test::TempDir dir("frugal-lowbit");
-  const fs::path cfg = dir / "a.yaml";
-  test::write_text(cfg, lowbit_yaml(dir.path(),
-                                    "{type: adafactor, lr: 0.03, weight_decay: 0.1, "
-                                    "clip_grad_norm: 1.0}"));
-  check_resume_exact(dir, cfg, "", "");
-  const auto files = test::checkpoint_contents(dir / "straight" / "checkpoints" / "step_00000012");
-  CHECK(files.at("optimizer.pt").find("exp_avg_sq_row") != std::string::npos);
-  CHECK_FALSE(has_first_moment(files.at("optimizer.pt")));
+  const std::string state = resumed_optimizer_state(
+      dir, "{type: adafactor, lr: 0.03, weight_decay: 0.1, clip_grad_norm: 1.0}");
+  CHECK(state.find("exp_avg_sq_row") != std::string::npos);
+  CHECK_FALSE(has_first_moment(state));
 }
 
 TEST_CASE("frugal train with adafactor's first moment (optim.beta1): resumed exactly",
           "[integration][optim]") {
   test::TempDir dir("frugal-lowbit");
-  const fs::path cfg = dir / "a.yaml";
-  test::write_text(cfg, lowbit_yaml(dir.path(),
-                                    "{type: adafactor, lr: 0.03, weight_decay: 0.1, "
-                                    "clip_grad_norm: 1.0, beta1: 0.9}"));
   // The moment's average starts at zero, so the first steps are smaller: 4.178 -> 4.090 here.
-  check_resume_exact(dir, cfg, "", "", /*min_drop=*/0.05);
-  const auto files = test::checkpoint_contents(dir / "straight" / "checkpoints" / "step_00000012");
-  CHECK(has_first_moment(files.at("optimizer.pt")));
+  const std::string state = resumed_optimizer_state(
+      dir, "{type: adafactor, lr: 0.03, weight_decay: 0.1, clip_grad_norm: 1.0, beta1: 0.9}",
+      /*min_drop=*/0.05);
+  CHECK(has_first_moment(state));
 }
 
 TEST_CASE("adamw8bit with strategy.offload.optimizer steps bit for bit as without",
