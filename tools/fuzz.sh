@@ -7,8 +7,8 @@
 #   bash tools/fuzz.sh 10         10 s per target (the test suite's run: tools/test.sh)
 #   bash tools/fuzz.sh 60 tokens  one target
 #   FRUGAL_FUZZ_RUNS=400 bash tools/fuzz.sh   400 inputs per target from a fixed seed instead of
-#                                 a time (the test suite's run: the same inputs on every machine,
-#                                 so CI fails only on what a run here would have found too)
+#                                 a time (the test suite's run: how far it gets does not depend
+#                                 on the machine's speed)
 # Each run starts from the committed corpus plus what earlier runs on this machine kept
 # (build-fuzz/corpus/<target>/); only the committed corpus is in the repository.
 set -euo pipefail

@@ -16,8 +16,8 @@ if [ -f "$log" ]; then
 fi
 # The whole suite (no ctest arguments) also fuzzes each reader briefly: tools/fuzz.sh with
 # FRUGAL_FUZZ_RUNS inputs per target from a fixed seed (default 400, a few seconds each; 0
-# skips it), in its own clang build (build-fuzz/). A fixed count and seed, not a time: the same
-# inputs on every machine, so a finding is reproducible and not a matter of machine speed.
+# skips it), in its own clang build (build-fuzz/). A fixed count and seed, not a time: how far
+# it gets does not depend on the machine's speed.
 fuzz_runs="${FRUGAL_FUZZ_RUNS:-400}"
 if [ $# -eq 0 ] && [ "$fuzz_runs" != 0 ]; then
   cd "$root"
