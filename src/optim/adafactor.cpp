@@ -41,7 +41,6 @@ at::Tensor Adafactor::step(LossClosure closure) {
         } else {
           s->exp_avg_sq(at::zeros(p.sizes(), floats));
         }
-        if (o.beta1() > 0.0) s->exp_avg(at::zeros(p.sizes(), floats));
         slot = std::move(s);
       }
       auto& s = static_cast<AdafactorParamState&>(*slot);
@@ -73,6 +72,7 @@ at::Tensor Adafactor::step(LossClosure closure) {
       update.div_((adafactor_rms(update) / o.clip_threshold()).clamp_min_(1.0));
       update.mul_(alpha);
       if (o.beta1() > 0.0) {
+        // Made at the first step that needs it (the state above covers the second moment).
         if (!s.exp_avg().defined()) s.exp_avg(at::zeros(p.sizes(), floats));
         update = s.exp_avg().mul_(o.beta1()).add_(update, 1.0 - o.beta1());
       }
