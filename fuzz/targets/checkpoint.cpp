@@ -1,5 +1,6 @@
 // The checkpoint reader: manifest.json, then model.pt, optimizer.pt, state.pt and meta.json
-// through the manifest's size and hash checks into the tensor archive reader. The input's first
+// through the manifest's size and hash checks into the tensor archive reader, and the tensor
+// files again by their indexes in the manifest (io/checkpoint_files.h: whole and by ranges). The input's first
 // byte picks the file (kFiles), the rest replaces it in a small valid checkpoint; a replaced
 // tensor or meta file gets a manifest entry that matches it, so that the bytes reach the
 // parser behind the integrity check rather than stopping at it.
@@ -11,6 +12,7 @@
 
 #include "frugal/io/atomic_file.h"  // read_file
 #include "frugal/io/checkpoint.h"
+#include "frugal/io/checkpoint_files.h"
 #include "frugal/io/checkpoint_meta.h"
 #include "frugal/io/hash.h"
 #include "fuzz_input.h"
@@ -74,6 +76,17 @@ FRUGAL_FUZZ_ENTRY(checkpoint) {
     frugal::verify_checkpoint(f.dir);
     const frugal::Checkpoint ckpt = frugal::load_checkpoint(f.dir);
     frugal::io::checkpoint_meta(ckpt, f.dir);
+  });
+  frugal::fuzz::expect_frugal_errors_only([&] {
+    frugal::io::CheckpointFiles files(f.dir);
+    for (const char* name : {"model.pt", "optimizer.pt", "state.pt"}) {
+      frugal::io::CheckpointFile& file = files.file(name);
+      for (const std::string& tensor : file.names()) {
+        const int64_t n = file.numel(tensor);
+        file.read_range(tensor, n / 2, n - n / 2);
+        file.read(tensor);
+      }
+    }
   });
   write(f.dir / kFiles[which], f.original[which]);
   write(f.dir / kFiles[0], f.original[0]);

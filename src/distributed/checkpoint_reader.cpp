@@ -1,5 +1,6 @@
 #include "frugal/distributed/checkpoint_reader.h"
 
+#include <ATen/ATen.h>
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -7,6 +8,8 @@
 
 #include "frugal/io/checkpoint_meta.h"
 #include "frugal/util/error.h"
+
+namespace fs = std::filesystem;
 
 namespace frugal::dist {
 
@@ -17,11 +20,29 @@ std::pair<std::string, std::string> split_key(const std::string& key) {
   if (slash == std::string::npos) return {key, std::string()};
   return {key.substr(0, slash), key.substr(slash + 1)};
 }
+
+// A shard file read entry by entry.
+class FileShard final : public SavedShard {
+ public:
+  explicit FileShard(io::CheckpointFile& file) : file_(file) {}
+  const std::vector<std::string>& keys() const override { return file_.names(); }
+  at::Tensor read(const std::string& key) override { return file_.read(key); }
+
+ private:
+  io::CheckpointFile& file_;
+};
 }  // namespace
 
-CheckpointReader::CheckpointReader(std::filesystem::path dir, int rank)
-    : dir_(std::move(dir)), rank_(rank) {
-  ckpt_ = load_checkpoint(dir_, rank_);
+CheckpointReader::CheckpointReader(fs::path dir, int rank)
+    : dir_(std::move(dir)), rank_(rank), ckpt_(load_checkpoint(dir_, /*only_shard=*/-1)),
+      files_(dir_) {
+  // What load_checkpoint read whole; the manifest twice (files_ reads it again).
+  for (const char* name :
+       {"model.pt", "state.pt", "meta.json", "optimizer.pt", "manifest.json", "manifest.json"}) {
+    std::error_code ec;
+    const auto size = fs::file_size(dir_ / name, ec);
+    if (!ec) whole_bytes_ += static_cast<int64_t>(size);
+  }
   if (ckpt_.shard_world == 0) return;
   const std::string what = (dir_ / "meta.json").string();
   const nlohmann::json meta = io::checkpoint_meta(ckpt_, dir_);
@@ -32,43 +53,117 @@ CheckpointReader::CheckpointReader(std::filesystem::path dir, int rank)
                             layout_->world_size, ckpt_.shard_world));
   }
   layout_json_ = layout_to_json(*layout_);
+  for (size_t k = 0; k < layout_->flats.size(); ++k) {
+    const FlatLayout& f = layout_->flats[k];
+    for (size_t i = 0; i < f.names.size(); ++i) where_[f.names[i]] = {k, i};
+  }
 }
 
-void CheckpointReader::read_every_shard() {
-  if (every_shard_ || !layout_) return;
-  ckpt_.shards = load_checkpoint(dir_).shards;
-  every_shard_ = true;
+CheckpointReader::~CheckpointReader() = default;
+
+int64_t CheckpointReader::bytes_read() const { return whole_bytes_ + files_.bytes_read(); }
+
+io::CheckpointFile& CheckpointReader::shard(int r) {
+  return files_.file(shard_file_name(r, layout_->world_size));
 }
 
-const io::NamedTensors& CheckpointReader::rng_state() const {
+void CheckpointReader::check_shard_entry(int r, const FlatLayout& flat, const std::string& key) {
+  io::CheckpointFile& file = shard(r);
+  if (!file.has(key)) {
+    throw Error(fmt::format("sharded checkpoint '{}': rank {}'s shard lacks '{}'", dir_.string(), r,
+                            key));
+  }
+  const int64_t expected = split_key(key).second == "step" ? 1 : flat.shard_numel(layout_->world_size);
+  if (file.numel(key) != expected) {
+    throw Error(fmt::format("sharded checkpoint '{}': rank {}'s '{}' has {} elements, the layout "
+                            "says {}", dir_.string(), r, key, file.numel(key), expected));
+  }
+}
+
+const io::NamedTensors& CheckpointReader::rng_state() {
   if (!layout_) return ckpt_.state;
-  static const io::NamedTensors none;
-  if (every_shard_) return rank_ < static_cast<int>(ckpt_.shards.size()) ? ckpt_.shards[rank_] : none;
-  return ckpt_.shards.empty() ? none : ckpt_.shards.front();
+  if (!rng_) {
+    rng_.emplace();
+    // Entries without a slash are the writer's own ("rng.cpu"), not a flat buffer's.
+    if (rank_ < layout_->world_size) {
+      io::CheckpointFile& own = shard(rank_);
+      for (const std::string& key : own.names()) {
+        if (key.find('/') == std::string::npos) rng_->emplace_back(key, own.read(key));
+      }
+    }
+  }
+  return *rng_;
 }
 
-const io::NamedTensors* CheckpointReader::own_shard(const std::string& layout_json) {
-  if (!layout_ || layout_json != layout_json_) return nullptr;
-  if (every_shard_) return &ckpt_.shards.at(rank_);
-  return ckpt_.shards.empty() ? nullptr : &ckpt_.shards.front();
+SavedShard* CheckpointReader::own_shard(const std::string& layout_json) {
+  if (!layout_ || layout_json != layout_json_ || rank_ >= layout_->world_size) return nullptr;
+  if (!own_) own_ = std::make_unique<FileShard>(shard(rank_));
+  return own_.get();
 }
 
 std::vector<std::string> CheckpointReader::optimizer_kinds() {
   std::set<std::string> kinds;
   for (const auto& [key, _] : ckpt_.optimizer) kinds.insert(split_key(key).second);
+  // Every rank's shard holds the same kinds: rank 0's index says which (read anyway for the
+  // step counts).
   if (layout_) {
-    // Every rank's shard holds the same kinds; this rank's is at hand (or rank 0's, read as
-    // part of every shard).
-    const io::NamedTensors* any = ckpt_.shards.empty() ? nullptr : &ckpt_.shards.front();
-    if (any == nullptr) {
-      read_every_shard();
-      any = &ckpt_.shards.front();
-    }
-    for (const std::string& kind : shard_kinds(*any)) kinds.insert(kind);
+    for (const std::string& key : shard(0).names()) kinds.insert(split_key(key).second);
   }
   kinds.erase("param");
   kinds.erase("");
   return {kinds.begin(), kinds.end()};
+}
+
+const at::Tensor* CheckpointReader::saved_whole(const std::string& kind,
+                                                const std::string& name) const {
+  const io::NamedTensors& from = kind == "param" ? ckpt_.model : ckpt_.optimizer;
+  const std::string key = kind == "param" ? name : name + "/" + kind;
+  for (const auto& [k, t] : from) {
+    if (k == key) return &t;
+  }
+  return nullptr;
+}
+
+int64_t CheckpointReader::saved_numel(const std::string& kind, const std::string& name) {
+  auto it = where_.find(name);
+  if (it == where_.end()) {
+    const at::Tensor* t = saved_whole(kind, name);
+    return t == nullptr ? -1 : t->numel();
+  }
+  const FlatLayout& f = layout_->flats[it->second.first];
+  if (!shard(0).has(shard_key(f.name, kind))) return -1;  // not stepped before it was saved
+  if (kind == "step") return 1;
+  int64_t n = 1;
+  for (int64_t d : f.shapes[it->second.second]) n *= d;
+  return n;
+}
+
+at::Tensor CheckpointReader::read_range(const std::string& kind, const std::string& name,
+                                        int64_t begin, int64_t count) {
+  auto it = where_.find(name);
+  if (it == where_.end()) {
+    const at::Tensor* t = saved_whole(kind, name);
+    if (t == nullptr) throw Error(fmt::format("{}: no {} of '{}'", dir_.string(), kind, name));
+    return t->reshape({-1}).narrow(0, begin, count);
+  }
+  const FlatLayout& f = layout_->flats[it->second.first];
+  const std::string key = shard_key(f.name, kind);
+  if (kind == "step") {  // one per flat buffer, alike on every rank
+    check_shard_entry(0, f, key);
+    return shard(0).read(key).reshape({-1});
+  }
+  // Element e of the parameter is element offset + e of the flat buffer, which rank
+  // (offset + e) / shard_numel keeps.
+  const int64_t per_rank = f.shard_numel(layout_->world_size);
+  const int64_t first = f.offsets[it->second.second] + begin, last = first + count;
+  std::vector<at::Tensor> parts;
+  for (int64_t r = first / per_rank; first < last && r * per_rank < last; ++r) {
+    const int64_t lo = std::max(first, r * per_rank), hi = std::min(last, (r + 1) * per_rank);
+    check_shard_entry(static_cast<int>(r), f, key);
+    parts.push_back(shard(static_cast<int>(r)).read_range(key, lo - r * per_rank, hi - lo));
+  }
+  if (parts.empty()) return shard(0).read_range(key, 0, 0);
+  return parts.size() == 1 ? parts.front() : at::cat(parts);
 }
 
 std::map<std::string, at::Tensor> CheckpointReader::whole(const std::string& kind) {
@@ -81,9 +176,14 @@ std::map<std::string, at::Tensor> CheckpointReader::whole(const std::string& kin
       if (k == kind) out[name] = t;
     }
   }
-  if (layout_) {
-    read_every_shard();
-    for (auto& [name, t] : unshard(*layout_, ckpt_.shards, kind)) out[name] = std::move(t);
+  if (!layout_) return out;
+  for (const FlatLayout& f : layout_->flats) {
+    for (size_t i = 0; i < f.names.size(); ++i) {
+      const int64_t n = saved_numel(kind, f.names[i]);
+      if (n < 0) continue;
+      at::Tensor t = read_range(kind, f.names[i], 0, n);
+      out[f.names[i]] = kind == "step" ? t.reshape({}) : t.view(f.shapes[i]);
+    }
   }
   return out;
 }

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "frugal/util/error.h"
 
@@ -48,15 +47,6 @@ ShardLayout layout_from_json(const std::string& text, const std::string& what) {
 }
 
 std::string shard_key(const std::string& flat, const std::string& kind) { return flat + "/" + kind; }
-
-std::vector<std::string> shard_kinds(const io::NamedTensors& shard) {
-  std::set<std::string> kinds;
-  for (const auto& [key, _] : shard) {
-    const size_t slash = key.rfind('/');
-    if (slash != std::string::npos) kinds.insert(key.substr(slash + 1));  // not "rng.cpu"
-  }
-  return {kinds.begin(), kinds.end()};
-}
 
 std::map<std::string, at::Tensor> unshard(const ShardLayout& layout,
                                           const std::vector<io::NamedTensors>& shards,

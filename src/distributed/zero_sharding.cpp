@@ -479,9 +479,11 @@ StateDict ZeroSharding::state_dict(const torch::nn::Module& model,
   std::set<std::string> sharded;
   for (const FlatParam& f : state_->flats) {
     sharded.insert(f.names.begin(), f.names.end());
-    out.shard.emplace_back(shard_key(f.name, "param"), f.shard.detach().cpu().clone());
+    // The live tensors, not copies (where they are: a checkpoint's writer copies each to the
+    // host when its turn comes), so that saving holds no second copy of the rank's state.
+    out.shard.emplace_back(shard_key(f.name, "param"), f.shard.detach());
     for (const auto& [kind, t] : param_state_tensors(optimizer, holder ? holder(f.shard) : f.shard)) {
-      out.shard.emplace_back(shard_key(f.name, kind), t.detach().cpu().clone());
+      out.shard.emplace_back(shard_key(f.name, kind), t.detach());
     }
   }
   out.model = io::module_state(model, sharded);
@@ -496,51 +498,64 @@ bool ZeroSharding::load_state_dict(SavedState& saved, torch::nn::Module& model,
   const int rank = comm_->rank();
   std::set<std::string> sharded;
   for (const FlatParam& f : s.flats) sharded.insert(f.names.begin(), f.names.end());
-  // Per flat buffer of this run: this rank's slice of each kind ("param", "exp_avg", ...).
-  std::vector<std::map<std::string, at::Tensor>> restored(s.flats.size());
-  const io::NamedTensors* own = saved.own_shard(layout_to_json(layout()));
+  // One flat buffer at a time, so that no more than one unit's state is read and not yet in
+  // place: its slice of each kind ("param", "exp_avg", ...) goes back before the next is read.
+  auto restore = [&](FlatParam& f, std::map<std::string, at::Tensor> kinds) {
+    auto param = kinds.find("param");
+    if (param == kinds.end()) throw Error(saved.what() + ": no shard of '" + f.name + "'");
+    if (param->second.numel() != f.shard_numel) {
+      throw Error(fmt::format("{}: the shard of '{}' has {} elements, this run's {}", saved.what(),
+                              f.name, param->second.numel(), f.shard_numel));
+    }
+    f.shard.copy_(param->second.view_as(f.shard));
+    kinds.erase(param);
+    if (!kinds.empty()) set_param_state(optimizer, holder ? holder(f.shard) : f.shard, kinds);
+  };
+  SavedShard* own = saved.own_shard(layout_to_json(layout()));
   if (own != nullptr) {
     // The same cut: this rank's shard goes back as it was, bit for bit.
-    for (size_t k = 0; k < s.flats.size(); ++k) {
-      const std::string prefix = s.flats[k].name + "/";
-      for (const auto& [key, t] : *own) {
-        if (key.rfind(prefix, 0) == 0) restored[k][key.substr(prefix.size())] = t;
+    for (FlatParam& f : s.flats) {
+      const std::string prefix = f.name + "/";
+      std::map<std::string, at::Tensor> kinds;
+      for (const std::string& key : own->keys()) {
+        if (key.rfind(prefix, 0) == 0) kinds[key.substr(prefix.size())] = own->read(key);
       }
+      restore(f, std::move(kinds));
     }
   } else {
-    // Another layout: whole tensors by parameter name, cut again for this world. Only this
-    // rank's slice of each tensor is copied: from memory-mapped files (a model folder), only
-    // the pages this rank keeps are read.
+    // Another layout: each parameter's saved value, by name, cut again for this world. Only
+    // this rank's slice of each is read: from a checkpoint, the byte ranges that hold it; from
+    // memory-mapped files (a model folder), the pages.
     std::vector<std::string> kinds = saved.optimizer_kinds();
     for (const std::string& kind : kinds) refuse_unreshardable(saved, kind);
     kinds.insert(kinds.begin(), "param");
     int64_t read = 0, total = 0;  // parameter elements
-    for (const std::string& kind : kinds) {
-      const auto whole = saved.whole(kind);
-      for (size_t k = 0; k < s.flats.size(); ++k) {
-        FlatParam& f = s.flats[k];
+    for (FlatParam& f : s.flats) {
+      const int64_t first = static_cast<int64_t>(rank) * f.shard_numel;
+      const int64_t last = first + f.shard_numel;
+      std::map<std::string, at::Tensor> restored;
+      for (const std::string& kind : kinds) {
         if (kind == "step") {
-          auto it = whole.find(f.names.front());
-          if (it != whole.end()) restored[k][kind] = it->second;
+          if (saved.saved_numel(kind, f.names.front()) == 1) {
+            restored[kind] = saved.read_range(kind, f.names.front(), 0, 1).reshape({});
+          }
           continue;
         }
-        const int64_t first = static_cast<int64_t>(rank) * f.shard_numel;
-        const int64_t last = first + f.shard_numel;
         at::Tensor slice = at::zeros({f.shard_numel}, f.shard.options().requires_grad(false));
         size_t found = 0;
         for (size_t i = 0; i < f.names.size(); ++i) {
-          auto it = whole.find(f.names[i]);
-          if (it == whole.end()) continue;
+          const int64_t saved_numel = saved.saved_numel(kind, f.names[i]);
+          if (saved_numel < 0) continue;
           const int64_t numel = f.params[i].numel();
-          if (it->second.numel() != numel) {
+          if (saved_numel != numel) {
             throw Error(fmt::format("{}: '{}' has {} elements, the model's {}", saved.what(),
-                                    f.names[i], it->second.numel(), numel));
+                                    f.names[i], saved_numel, numel));
           }
           const int64_t begin = std::max(f.offsets[i], first);
           const int64_t end = std::min(f.offsets[i] + numel, last);
           if (begin < end) {
             slice.narrow(0, begin - first, end - begin)
-                .copy_(it->second.reshape({-1}).narrow(0, begin - f.offsets[i], end - begin));
+                .copy_(saved.read_range(kind, f.names[i], begin - f.offsets[i], end - begin));
             if (kind == "param") read += end - begin;
           }
           if (kind == "param") total += numel;
@@ -551,21 +566,13 @@ bool ZeroSharding::load_state_dict(SavedState& saved, torch::nn::Module& model,
           throw Error(fmt::format("{}: it has no {} for some parameters of '{}' (e.g. '{}')",
                                   saved.what(), kind, f.name, f.names.front()));
         }
-        restored[k][kind] = slice;
+        restored[kind] = slice;
       }
+      restore(f, std::move(restored));
     }
     log::info(fmt::format("zero{}: shards cut from {}'s whole tensors: {} of {} parameter elements "
                           "read by this rank",
                           stage_, saved.what(), read, total));
-  }
-  for (size_t k = 0; k < s.flats.size(); ++k) {
-    FlatParam& f = s.flats[k];
-    auto& kinds = restored[k];
-    auto param = kinds.find("param");
-    if (param == kinds.end()) throw Error(saved.what() + ": no shard of '" + f.name + "'");
-    f.shard.copy_(param->second);
-    kinds.erase(param);
-    if (!kinds.empty()) set_param_state(optimizer, holder ? holder(f.shard) : f.shard, kinds);
   }
   // The rest of the model was saved whole (whatever layout wrote it).
   io::NamedTensors rest;

@@ -110,7 +110,7 @@ class FolderState final : public SavedState {
     return {weights_.begin(), weights_.end()};
   }
   std::vector<std::string> optimizer_kinds() override { return {}; }
-  const io::NamedTensors* own_shard(const std::string&) override { return nullptr; }
+  SavedShard* own_shard(const std::string&) override { return nullptr; }
   const io::NamedTensors& state() override { return state_; }
 
  private:

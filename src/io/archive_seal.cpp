@@ -12,23 +12,33 @@ constexpr std::string_view kPrefix = "frugal-fnv1a64:";
 constexpr size_t kCommentSize = kPrefix.size() + 16;
 // The zip end-of-central-directory record: signature, ..., 2-byte comment length, comment.
 constexpr std::string_view kEndSignature = "PK\x05\x06";
-constexpr size_t kEndRecordSize = 22;
+constexpr size_t kEndRecordSize = kSealEndRecordSize;
 static_assert(kCommentSize < 256, "the comment length is written as one byte");
 constexpr char kLengthField[2] = {static_cast<char>(kCommentSize), 0};  // little-endian uint16
 
 }  // namespace
 
-void seal_archive(std::string& archive) {
-  if (archive.size() < kEndRecordSize ||
-      archive.compare(archive.size() - kEndRecordSize, 4, kEndSignature) != 0 ||
-      archive.compare(archive.size() - 2, 2, std::string(2, '\0')) != 0) {
+void seal_end_record(std::string& end_record) {
+  if (end_record.size() != kEndRecordSize || end_record.compare(0, 4, kEndSignature) != 0 ||
+      end_record.compare(kEndRecordSize - 2, 2, std::string(2, '\0')) != 0) {
     // torch's writer changed what it writes; an internal error, not a user's.
     throw std::logic_error("torch archive does not end in a comment-less zip end record");
   }
-  archive.replace(archive.size() - 2, 2, kLengthField, 2);
-  std::string hash = hex64(fnv1a64(archive));
-  archive.append(kPrefix);
-  archive.append(hash);
+  end_record.replace(kEndRecordSize - 2, 2, kLengthField, 2);
+}
+
+std::string seal_comment(std::uint64_t hash_before) {
+  return std::string(kPrefix) + hex64(hash_before);
+}
+
+void seal_archive(std::string& archive) {
+  if (archive.size() < kEndRecordSize) {
+    throw std::logic_error("torch archive does not end in a comment-less zip end record");
+  }
+  std::string end = archive.substr(archive.size() - kEndRecordSize);
+  seal_end_record(end);
+  archive.replace(archive.size() - kEndRecordSize, kEndRecordSize, end);
+  archive.append(seal_comment(fnv1a64(archive)));
 }
 
 bool check_archive_seal(std::string_view bytes, const std::string& what) {

@@ -19,24 +19,12 @@
 namespace frugal::io {
 namespace fs = std::filesystem;
 using detail::Fd;
+using detail::write_all;
 
 namespace {
 
 [[noreturn]] void fail(std::string_view action, const fs::path& path, int err) {
   throw Error(fmt::format("cannot {} '{}': {}", action, path.string(), std::strerror(err)));
-}
-
-// Returns 0 or the errno of the failed write; retries short writes and EINTR.
-int write_all(int fd, std::string_view bytes) {
-  while (!bytes.empty()) {
-    ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
-  return 0;
 }
 
 fs::path parent_or_dot(const fs::path& path) {

@@ -7,12 +7,14 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint_manifest.h"
 #include "frugal/io/atomic_file.h"
 #include "frugal/io/hash.h"
 #include "frugal/io/remove_tree.h"
 #include "frugal/io/tensor_io.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
+#include "tensor_file.h"
 
 namespace fs = std::filesystem;
 
@@ -21,7 +23,8 @@ using io::fnv1a64_hex;
 using io::load_tensors;
 using io::publish_directory_atomic;
 using io::read_file;
-using io::save_tensors;
+using io::detail::Manifest;
+using io::detail::read_manifest;
 namespace {
 
 constexpr const char* kManifest = "manifest.json";
@@ -38,97 +41,6 @@ std::optional<int64_t> step_of(const fs::path& p) {
 
 // Inside the temporary directory a plain write is enough: the directory is published whole.
 void write_plain(const fs::path& path, std::string_view bytes) { io::write_file_synced(path, bytes); }
-
-// The manifest of a checkpoint directory, read and parsed; the checks every reader makes.
-struct Manifest {
-  fs::path dir;
-  fs::path path;
-  nlohmann::json json;
-
-  bool lists_any() const { return json.contains("files") && json["files"].is_object(); }
-  bool lists(const std::string& name) const { return lists_any() && json["files"].contains(name); }
-  bool sharded() const { return json.contains("sharded"); }
-  // Bounded by the files listed, one per rank at least, before anything loops over the
-  // ranks: a damaged world_size (2^31) would otherwise make two billion file names.
-  int shard_world() const {
-    const int64_t world = json["sharded"].value("world_size", int64_t{0});
-    const size_t listed = lists_any() ? json["files"].size() : 0;
-    if (world < 1 || static_cast<uint64_t>(world) > listed) {
-      throw Error(fmt::format("{}: sharded with world_size {} ({} files listed)", path.string(),
-                              world, listed));
-    }
-    return static_cast<int>(world);
-  }
-
-  // A listed file's bytes, checked against the manifest's size and hash.
-  std::string read_checked(const std::string& name) const {
-    const fs::path p = dir / name;
-    if (!lists(name)) {
-      throw Error(fmt::format("{}: manifest does not list '{}'", path.string(), name));
-    }
-    std::string bytes = read_file(p);
-    const auto& entry = json["files"][name];
-    if (bytes.size() != entry.value("bytes", size_t{0})) {
-      throw Error(fmt::format("{}: truncated or altered ({} bytes, manifest says {})",
-                              p.string(), bytes.size(), entry.value("bytes", size_t{0})));
-    }
-    if (fnv1a64_hex(bytes) != entry.value("fnv1a64", std::string())) {
-      throw Error(fmt::format("{}: corrupt (content hash does not match the manifest)", p.string()));
-    }
-    return bytes;
-  }
-
-  // What a complete checkpoint of this kind holds: optimizer.pt unless sharded (then only
-  // when listed), every rank's shard when sharded.
-  std::vector<std::string> required_files() const {
-    std::vector<std::string> names{"model.pt", "state.pt", "meta.json"};
-    if (!sharded() || lists("optimizer.pt")) names.push_back("optimizer.pt");
-    if (sharded()) {
-      const int world = shard_world();
-      for (int r = 0; r < world; ++r) names.push_back(shard_file_name(r, world));
-    }
-    return names;
-  }
-};
-
-Manifest read_manifest(const fs::path& cdir) {
-  Manifest m{cdir, cdir / kManifest, {}};
-  if (!fs::is_directory(cdir)) {
-    throw Error(fmt::format("checkpoint '{}': no such checkpoint directory", cdir.string()));
-  }
-  if (!fs::exists(m.path)) {
-    throw Error(fmt::format("checkpoint '{}': incomplete (no {})", cdir.string(), kManifest));
-  }
-  const std::string text = read_file(m.path);
-  auto corrupt = [&](const std::string& why) {
-    return Error(fmt::format("{}: corrupt manifest ({})", m.path.string(), why));
-  };
-  try {
-    m.json = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw corrupt(e.what());
-  }
-  // The manifest carries no hash of its own: its shape is checked here, so that what reads it
-  // later meets only the types it expects.
-  if (!m.json.is_object()) throw corrupt("not a JSON object");
-  if (m.json.contains("step") && !m.json["step"].is_number_integer()) throw corrupt("step");
-  if (m.json.contains("sharded")) {
-    const auto& sharded = m.json["sharded"];
-    if (!sharded.is_object() || !sharded.value("world_size", nlohmann::json()).is_number_integer()) {
-      throw corrupt("sharded.world_size");
-    }
-  }
-  if (m.json.contains("files")) {
-    if (!m.json["files"].is_object()) throw corrupt("files");
-    for (const auto& [name, entry] : m.json["files"].items()) {
-      if (!entry.is_object() || !entry.value("bytes", nlohmann::json()).is_number_unsigned() ||
-          !entry.value("fnv1a64", nlohmann::json()).is_string()) {
-        throw corrupt(fmt::format("the entry of '{}'", name));
-      }
-    }
-  }
-  return m;
-}
 
 }  // namespace
 
@@ -168,26 +80,53 @@ fs::path sharded_staging(const fs::path& dir, int64_t step) {
   return dir / fmt::format(".{}.tmp-sharded", step_name(step));
 }
 
-// Writes the files and a manifest of them (plus `listed`, already in `tmp`) and publishes
-// `tmp` as the step's checkpoint; then prunes to keep_last. Removes `tmp` on failure.
+// What a checkpoint's tensor files hold, by file name.
+using TensorFiles = std::vector<std::pair<std::string, const NamedTensors*>>;
+
+// A shard's index (tensor_file.h's summary: where each tensor lies, the block hashes), written
+// by the shard's writer beside it and listed in the manifest like any file. Kept out of the
+// manifest itself, which every rank reads: a rank reads the index of the shards it reads.
+std::string shard_index_name(const std::string& shard) { return shard + ".index.json"; }
+
+// Writes the tensor files and meta.json, and a manifest of them and of `shards` (already in
+// `tmp`, each with its index beside it), and publishes `tmp` as the step's
+// checkpoint; then prunes to keep_last. Removes `tmp` on failure.
 fs::path publish(const fs::path& dir, const fs::path& tmp, const Checkpoint& ckpt,
-                 const std::vector<std::pair<std::string, std::string>>& files,
-                 const std::vector<std::string>& listed, int64_t keep_last) {
+                 const TensorFiles& tensor_files, const std::vector<std::string>& shards,
+                 int64_t keep_last) {
   try {
     const fs::path final_dir = final_dir_for(dir, ckpt.step);
     nlohmann::json manifest;
     manifest["format"] = "frugal-checkpoint-1";
     manifest["step"] = ckpt.step;
     if (ckpt.shard_world > 0) manifest["sharded"] = {{"world_size", ckpt.shard_world}};
-    for (const auto& [name, bytes] : files) {
-      write_plain(tmp / name, bytes);
-      manifest["files"][name] = {{"bytes", bytes.size()}, {"fnv1a64", fnv1a64_hex(bytes)}};
+    for (const auto& [name, tensors] : tensor_files) {
+      manifest["files"][name] = io::detail::summary_to_json(io::detail::write_tensor_file(tmp / name, *tensors));
     }
-    for (const auto& name : listed) {
-      const std::string bytes = read_file(tmp / name);
-      manifest["files"][name] = {{"bytes", bytes.size()}, {"fnv1a64", fnv1a64_hex(bytes)}};
+    const std::string meta = ckpt.meta_json.empty() ? std::string("{}") : ckpt.meta_json;
+    write_plain(tmp / "meta.json", meta);
+    manifest["files"]["meta.json"] = {{"bytes", meta.size()}, {"fnv1a64", fnv1a64_hex(meta)}};
+    // Each shard's writer hashed it as it wrote it, into its index: rank 0 reads none of them.
+    for (const auto& name : shards) {
+      const std::string index_name = shard_index_name(name);
+      const std::string index = read_file(tmp / index_name);
+      nlohmann::json entry;
+      try {
+        const nlohmann::json summary = nlohmann::json::parse(index);
+        entry = {{"bytes", summary.at("bytes")}, {"fnv1a64", summary.at("fnv1a64")}, {"index", index_name}};
+      } catch (const nlohmann::json::exception& e) {
+        throw Error(fmt::format("{}: {}", (tmp / index_name).string(), e.what()));
+      }
+      std::error_code ec;
+      const auto size = fs::file_size(tmp / name, ec);
+      if (ec || static_cast<int64_t>(size) != entry.value("bytes", int64_t{-1})) {
+        throw Error(fmt::format("checkpoint shard '{}' is missing or not the size its writer "
+                                "reported", (tmp / name).string()));
+      }
+      manifest["files"][name] = std::move(entry);
+      manifest["files"][index_name] = {{"bytes", index.size()}, {"fnv1a64", fnv1a64_hex(index)}};
     }
-    write_plain(tmp / kManifest, manifest.dump(2));
+    write_plain(tmp / kManifest, manifest.dump(1));
     publish_directory_atomic(tmp, final_dir);
   } catch (...) {
     try {
@@ -205,12 +144,6 @@ fs::path publish(const fs::path& dir, const fs::path& tmp, const Checkpoint& ckp
   return dir / step_name(ckpt.step);
 }
 
-std::vector<std::pair<std::string, std::string>> common_files(const Checkpoint& ckpt) {
-  return {{"model.pt", save_tensors(ckpt.model)},
-          {"state.pt", save_tensors(ckpt.state)},
-          {"meta.json", ckpt.meta_json.empty() ? std::string("{}") : ckpt.meta_json}};
-}
-
 }  // namespace
 
 fs::path checkpoint_path(const fs::path& dir, int64_t step) { return dir / step_name(step); }
@@ -225,8 +158,8 @@ fs::path save_checkpoint(const fs::path& dir, const Checkpoint& ckpt, int64_t ke
   const fs::path tmp = dir / fmt::format(".{}.tmp-{}", step_name(ckpt.step), ::getpid());
   if (fs::exists(tmp)) io::remove_tree(tmp);
   io::create_directories(tmp);
-  auto files = common_files(ckpt);
-  files.emplace_back("optimizer.pt", save_tensors(ckpt.optimizer));
+  const TensorFiles files = {
+      {"model.pt", &ckpt.model}, {"state.pt", &ckpt.state}, {"optimizer.pt", &ckpt.optimizer}};
   return publish(dir, tmp, ckpt, files, {}, keep_last);
 }
 
@@ -251,7 +184,10 @@ void begin_sharded_checkpoint(const fs::path& dir, int64_t step) {
 
 void write_checkpoint_shard(const fs::path& dir, int64_t step, int rank, int world,
                             const NamedTensors& shard) {
-  write_plain(sharded_staging(dir, step) / shard_file_name(rank, world), save_tensors(shard));
+  const fs::path staging = sharded_staging(dir, step);
+  const std::string name = shard_file_name(rank, world);
+  const auto summary = io::detail::write_tensor_file(staging / name, shard);
+  write_plain(staging / shard_index_name(name), io::detail::summary_to_json(summary).dump());
 }
 
 fs::path publish_sharded_checkpoint(const fs::path& dir, const Checkpoint& ckpt, int world,
@@ -260,9 +196,9 @@ fs::path publish_sharded_checkpoint(const fs::path& dir, const Checkpoint& ckpt,
   sharded.shard_world = world;
   std::vector<std::string> shards;
   for (int r = 0; r < world; ++r) shards.push_back(shard_file_name(r, world));
-  auto files = common_files(sharded);
+  TensorFiles files = {{"model.pt", &ckpt.model}, {"state.pt", &ckpt.state}};
   // Optimizer state of parameters kept whole (all of it without shards; the rest is in them).
-  if (world == 0 || !ckpt.optimizer.empty()) files.emplace_back("optimizer.pt", save_tensors(ckpt.optimizer));
+  if (world == 0 || !ckpt.optimizer.empty()) files.emplace_back("optimizer.pt", &ckpt.optimizer);
   return publish(dir, sharded_staging(dir, ckpt.step), sharded, files, shards, keep_last);
 }
 
@@ -275,7 +211,7 @@ void verify_checkpoint(const fs::path& cdir) {
       if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
     }
   }
-  for (const auto& name : names) (void)m.read_checked(name);
+  for (const auto& name : names) m.verify(name);
 }
 
 std::optional<fs::path> newest_valid_checkpoint(const fs::path& dir,

@@ -4,6 +4,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <string_view>
+
 namespace frugal::io::detail {
 
 class Fd {
@@ -25,5 +28,18 @@ class Fd {
  private:
   int fd_;
 };
+
+// Returns 0 or the errno of the failed write; retries short writes and EINTR.
+inline int write_all(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return 0;
+}
 
 }  // namespace frugal::io::detail

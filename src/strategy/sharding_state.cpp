@@ -16,6 +16,28 @@ namespace {
 at::Tensor held(const StateHolder& holder, const at::Tensor& p) { return holder ? holder(p) : p; }
 }  // namespace
 
+const std::map<std::string, at::Tensor>& SavedState::whole_cached(const std::string& kind) {
+  if (cached_kind_ != kind || cached_.empty()) {
+    cached_ = whole(kind);
+    cached_kind_ = kind;
+  }
+  return cached_;
+}
+
+int64_t SavedState::saved_numel(const std::string& kind, const std::string& name) {
+  const auto& all = whole_cached(kind);
+  auto it = all.find(name);
+  return it == all.end() ? -1 : it->second.numel();
+}
+
+at::Tensor SavedState::read_range(const std::string& kind, const std::string& name, int64_t begin,
+                                  int64_t count) {
+  const auto& all = whole_cached(kind);
+  auto it = all.find(name);
+  if (it == all.end()) throw Error(fmt::format("{}: no {} of '{}'", what(), kind, name));
+  return it->second.reshape({-1}).narrow(0, begin, count);
+}
+
 void refuse_unreshardable(SavedState& saved, const std::string& kind) {
   if (reshardable_state_kind(kind)) return;
   throw Error(fmt::format("{}: its optimizer state '{}' (8-bit codes or factored moments) "

@@ -1,48 +1,69 @@
 // The resharding reader: a checkpoint directory of any layout (whole, or sharded by any number
 // of ranks under zero1/2/3) read as a SavedState (strategy/state_dict.h), so that any layout
-// resumes under any other. It reads the manifest, meta, whole tensors and this rank's shard
-// at once, verified against their hashes; every other rank's shard only when whole values are
-// asked for.
+// resumes under any other. At once it reads the manifest, meta and the whole tensors (model.pt,
+// state.pt, optimizer.pt); a shard's tensors only when asked for, and then only the byte ranges
+// that hold what is asked (io/checkpoint_files.h): under another layout each rank reads the
+// slices it keeps, under the same one its own shard, one entry at a time.
 #pragma once
 
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "frugal/distributed/sharded_state.h"
 #include "frugal/io/checkpoint.h"
+#include "frugal/io/checkpoint_files.h"
 #include "frugal/strategy/state_dict.h"
 
 namespace frugal::dist {
 
 class CheckpointReader final : public SavedState {
  public:
-  // `rank`: this process's rank, whose shard (if it wrote one) is read first.
+  // `rank`: this process's rank, whose shard (if it wrote one) is its own.
   CheckpointReader(std::filesystem::path dir, int rank);
+  ~CheckpointReader() override;
 
-  // What the checkpoint holds besides the training state (step, meta.json).
+  // What the checkpoint holds besides the training state (step, meta.json); no shard.
   const Checkpoint& checkpoint() const { return ckpt_; }
   // The random generators' states to resume this rank with: its own shard's (sharded), or
   // the whole checkpoint's (written by rank 0).
-  const io::NamedTensors& rng_state() const;
+  const io::NamedTensors& rng_state();
+  // Bytes read from the checkpoint's files so far (the whole tensors included), and the bytes
+  // of all its files.
+  int64_t bytes_read() const;
+  int64_t total_bytes() const { return files_.total_bytes(); }
 
   std::string what() const override { return dir_.string(); }
   bool has_shards() const override { return layout_.has_value(); }
   const io::NamedTensors& model() override { return ckpt_.model; }
   std::map<std::string, at::Tensor> whole(const std::string& kind) override;
+  int64_t saved_numel(const std::string& kind, const std::string& name) override;
+  at::Tensor read_range(const std::string& kind, const std::string& name, int64_t begin,
+                        int64_t count) override;
   std::vector<std::string> optimizer_kinds() override;
-  const io::NamedTensors* own_shard(const std::string& layout_json) override;
+  SavedShard* own_shard(const std::string& layout_json) override;
   const io::NamedTensors& state() override { return ckpt_.state; }
 
  private:
-  void read_every_shard();
+  // Rank r's shard file, its entry `key` checked to hold the layout's shard of `flat`.
+  io::CheckpointFile& shard(int r);
+  void check_shard_entry(int r, const FlatLayout& flat, const std::string& key);
+  // A whole tensor saved outside the shards, or null.
+  const at::Tensor* saved_whole(const std::string& kind, const std::string& name) const;
 
   std::filesystem::path dir_;
   int rank_;
-  Checkpoint ckpt_;                    // shards: this rank's only, until read_every_shard
-  bool every_shard_ = false;
+  Checkpoint ckpt_;  // no shards: they are read through files_
+  int64_t whole_bytes_ = 0;  // of the files ckpt_ was read from
+  io::CheckpointFiles files_;
   std::optional<ShardLayout> layout_;  // sharded checkpoints
   std::string layout_json_;            // layout_, written as layout_to_json does
+  // parameter name -> (flat buffer, index of the parameter in it), for sharded checkpoints
+  std::map<std::string, std::pair<size_t, size_t>> where_;
+  std::unique_ptr<SavedShard> own_;
+  std::optional<io::NamedTensors> rng_;
 };
 
 }  // namespace frugal::dist

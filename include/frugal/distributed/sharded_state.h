@@ -49,7 +49,5 @@ std::string shard_key(const std::string& flat, const std::string& kind);
 std::map<std::string, at::Tensor> unshard(const ShardLayout& layout,
                                           const std::vector<io::NamedTensors>& shards,
                                           const std::string& kind);
-// Every kind present in the shards (e.g. {"param", "exp_avg", "exp_avg_sq", "step"}).
-std::vector<std::string> shard_kinds(const io::NamedTensors& shard);
 
 }  // namespace frugal::dist

@@ -24,11 +24,21 @@ struct StateDict {
   io::NamedTensors model;
   io::NamedTensors optimizer;
   // This rank's own tensors (zero1/2/3: its shards, "<flat>/<kind>"); empty for none and ddp.
+  // They are the live tensors, on their device, as torch's state_dict() returns them: write
+  // them (io/checkpoint.h copies one at a time to the host) or clone them before the next step.
   io::NamedTensors shard;
   // The shards' layout as JSON (distributed/sharded_state.h); empty without shards.
   std::string layout_json;
   // The rest of the step's state (the loss scaler's), alike on every rank.
   io::NamedTensors state;
+};
+
+// One rank's shard as it was saved ("<flat>/<kind>" -> its slice), read one entry at a time.
+class SavedShard {
+ public:
+  virtual ~SavedShard() = default;
+  virtual const std::vector<std::string>& keys() const = 0;
+  virtual at::Tensor read(const std::string& key) = 0;
 };
 
 // A saved training state, read by parameter name.
@@ -45,13 +55,26 @@ class SavedState {
   // Whole values by parameter name of one kind: "param" (every parameter and buffer, from
   // the whole tensors and the shards) or an optimizer state kind. Reads every shard.
   virtual std::map<std::string, at::Tensor> whole(const std::string& kind) = 0;
+  // Parts of one value, for a rank that keeps only a slice of it: the number of elements
+  // saved of `name`'s value of `kind` (-1 when none is), and elements [begin, begin + count)
+  // of it, flattened, on the CPU. A checkpoint reads only the byte ranges that hold them
+  // (io/checkpoint_files.h). By default both come from whole(kind).
+  virtual int64_t saved_numel(const std::string& kind, const std::string& name);
+  virtual at::Tensor read_range(const std::string& kind, const std::string& name, int64_t begin,
+                                int64_t count);
   // The optimizer state kinds saved.
   virtual std::vector<std::string> optimizer_kinds() = 0;
   // This rank's shard as it was saved, when it was saved under exactly `layout_json` (same
   // world size, units and parameters); null otherwise.
-  virtual const io::NamedTensors* own_shard(const std::string& layout_json) = 0;
+  virtual SavedShard* own_shard(const std::string& layout_json) = 0;
   // The rest of the step's state (StateDict::state).
   virtual const io::NamedTensors& state() = 0;
+
+ private:
+  // The default saved_numel / read_range: whole(kind), kept for the next call of that kind.
+  const std::map<std::string, at::Tensor>& whole_cached(const std::string& kind);
+  std::string cached_kind_;
+  std::map<std::string, at::Tensor> cached_;
 };
 
 // A frugal::Error naming the checkpoint when the saved optimizer state kind cannot be cut

@@ -9,6 +9,9 @@
 //   frugal_dist_worker env              prints this rank's RankInfo as JSON
 //   frugal_dist_worker masked           padded / packed Llama batches with ignored targets
 //                                       under ddp and zero3 (masked.cpp)
+//   frugal_dist_worker checkpoint_io save|load DIR
+//                                       zero3 checkpoints' host memory and file reads
+//                                       (checkpoint_io.cpp)
 #include <ATen/ATen.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
@@ -537,7 +540,10 @@ int main(int argc, char** argv) {
     if (scenario == "stuck") return stuck();
     if (scenario == "env") return env();
     if (scenario == "masked") return frugal::test_worker::masked();
-    std::cerr << "usage: frugal_dist_worker collectives|ddp|zero|stuck|env|masked\n";
+    if (scenario == "checkpoint_io" && argc == 4) {
+      return frugal::test_worker::checkpoint_io(argv[2], argv[3]);
+    }
+    std::cerr << "usage: frugal_dist_worker collectives|ddp|zero|stuck|env|masked|checkpoint_io\n";
     return 64;
   } catch (const frugal::Error& e) {
     std::cerr << "worker error: " << e.what() << std::endl;
