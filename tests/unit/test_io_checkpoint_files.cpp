@@ -1,11 +1,13 @@
 // io/checkpoint_files.h: a checkpoint's tensor files written one tensor at a time are the very
 // archives save_tensors makes (torch.load reads them), and read back whole or by element ranges
-// reading only the blocks that hold them, each block verified against the manifest's hash.
+// reading only the blocks that hold them, each block verified against the manifest's hash; the
+// resharding reader cuts ranges across shards, and reads checkpoints written before indexes.
 #include <ATen/ATen.h>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "frugal/distributed/checkpoint_reader.h"
 #include "frugal/io/checkpoint.h"
 #include "frugal/io/checkpoint_files.h"
 #include "frugal/io/tensor_io.h"
@@ -140,6 +142,53 @@ TEST_CASE("a shard's index is a listed file: damaged or lying, it is refused by 
     CHECK_THROWS_WITH(files.file(shard),
                       Catch::Contains(index.string() + ": corrupt manifest (tensor 'u/param'") &&
                           Catch::Contains("lies outside the file's"));
+  }
+}
+
+}  // namespace checkpoint_files_test
+
+namespace checkpoint_files_test {
+namespace {
+
+// A zero checkpoint of world 2 holding one parameter "w" (10 elements) in flat buffer "u".
+fs::path write_two_shards(const fs::path& dir) {
+  begin_sharded_checkpoint(dir, 1);
+  write_checkpoint_shard(dir, 1, 0, 2, {{"u/param", at::arange(0, 5, at::kFloat)}, {"rng.cpu", at::ones({2})}});
+  write_checkpoint_shard(dir, 1, 1, 2, {{"u/param", at::arange(5, 10, at::kFloat)}, {"rng.cpu", at::zeros({2})}});
+  Checkpoint c;
+  c.step = 1;
+  c.meta_json = R"({"step": 1, "sharding": {"mode": "zero3", "world_size": 2, "flats": [)"
+                R"({"name": "u", "numel": 10, "names": ["w"], "shapes": [[10]], "offsets": [0]}]}})";
+  return publish_sharded_checkpoint(dir, c, 2, 0);
+}
+
+}  // namespace
+
+TEST_CASE("the resharding reader cuts any range across the shards, with or without indexes",
+          "[io][unit][checkpoint]") {
+  test::TempDir dir("frugal-ckpt-files");
+  const fs::path c = write_two_shards(dir.path());
+  auto check = [&] {
+    dist::CheckpointReader reader(c, /*rank=*/1);
+    CHECK(reader.saved_numel("param", "w") == 10);
+    CHECK(reader.saved_numel("exp_avg", "w") == -1);
+    CHECK(at::equal(reader.read_range("param", "w", 3, 4), at::arange(3, 7, at::kFloat)));
+    CHECK(at::equal(reader.whole("param").at("w"), at::arange(10, at::kFloat)));
+    REQUIRE(reader.rng_state().size() == 1);  // rank 1's own
+    CHECK(at::equal(reader.rng_state().front().second, at::zeros({2})));
+  };
+  SECTION("as written: by the shards' indexes") { check(); }
+  SECTION("as an older frugal wrote it: no index, each shard read whole") {
+    nlohmann::json m = nlohmann::json::parse(test::read_text(c / "manifest.json"));
+    for (int r = 0; r < 2; ++r) {
+      const std::string shard = shard_file_name(r, 2);
+      m["files"][shard].erase("index");
+      m["files"].erase(shard + ".index.json");
+      fs::remove(c / (shard + ".index.json"));
+    }
+    test::write_text(c / "manifest.json", m.dump());
+    CHECK_NOTHROW(verify_checkpoint(c));
+    check();
   }
 }
 
