@@ -190,7 +190,9 @@ std::string flight_recorder_verdict(const std::filesystem::path& dir, int world,
     parts.push_back(waited_s > 0.0 ? fmt::format("rank {} left no dump within {:g} s (it died, "
                                                  "or is stuck)",
                                                  r, waited_s)
-                                   : fmt::format("rank {} left no dump", r));
+                                   // Not waited for (this rank is dying on its own,
+                                   // std::terminate): the peer may be healthy, and dump later.
+                                   : fmt::format("rank {} left no dump yet (not waited for)", r));
   }
   if (parts.empty()) parts.push_back("every rank issued the same collectives");
   std::string text;

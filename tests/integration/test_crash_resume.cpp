@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "frugal/io/checkpoint.h"
 #include "support/cli.h"
 #include "support/checkpoint_files.h"
 #include "support/helpers.h"
@@ -72,8 +73,9 @@ int run_trials(const CrashCase& c, const test::TempDir& dir) {
       // (run.overwrite), as its user would.
       for (int attempt = 0; attempt < 4; ++attempt) {
         const bool kill = attempt < 3;
-        const bool nothing_saved = !fs::exists(dir / name / "checkpoints") ||
-                                   fs::is_empty(dir / name / "checkpoints");
+        // No published checkpoint: a kill inside the first save leaves only its staging
+        // directory, which is nothing to resume from either.
+        const bool nothing_saved = list_checkpoints(dir / name / "checkpoints").empty();
         const double at = (attempt == 0 ? first_moment(rng) : moment(rng)) * duration;
         const std::string cmd =
             (kill ? fmt::format("timeout -s KILL {:.2f} ", at) : std::string()) +
