@@ -7,8 +7,8 @@
 #                                 offload pipeline's host thread, the launcher's supervision
 #   bash tools/sanitize.sh        both
 #   bash tools/sanitize.sh asan '[integration]'   other test cases (a Catch2 test spec)
-# The test binary runs the cases in one process, so a sanitizer's report stops the run at the
-# case that caused it. Run-time options and suppressions: tools/sanitizers/ (each says why).
+# Each case runs in its own process, as under CTest. Run-time options and suppressions:
+# tools/sanitizers/ (each says why).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -44,16 +44,32 @@ for kind in "${kinds[@]}"; do
   cmake --build "$dir" --parallel "$(nproc)" --target frugal_tests
   built=$(date +%s)
   echo "sanitize: $kind: build took $((built - start)) s; running '$spec'"
-  kind_rc=0
-  (cd "$dir" && ./bin/frugal_tests "$spec") >"$dir/sanitize.log" 2>&1 || kind_rc=$?
-  tail -n 4 "$dir/sanitize.log"
-  # 77: every case that ran was skipped (no CUDA device), which is no failure.
-  if [ "$kind_rc" -ne 0 ] && [ "$kind_rc" -ne 77 ]; then
+  # Each case in its own process, as CTest runs them: a case that changes process-wide state
+  # (a registry, malloc's settings) cannot fail another, and a sanitizer's report, which ends
+  # its process, stops only its own case. Names are escaped for Catch's test spec.
+  : >"$dir/sanitize.log"
+  failed=()
+  count=0
+  while IFS= read -r name; do
+    [ -n "$name" ] || continue
+    count=$((count + 1))
+    escaped=$(printf '%s' "$name" | sed -e 's/\\/\\\\/g' -e 's/,/\\,/g' -e 's/\[/\\[/g')
+    case_rc=0
+    (cd "$dir" && timeout 900 ./bin/frugal_tests "$escaped" </dev/null) >>"$dir/sanitize.log" 2>&1 ||
+      case_rc=$?
+    # 77: a case that needs a CUDA device, skipped.
+    if [ "$case_rc" -ne 0 ] && [ "$case_rc" -ne 77 ]; then
+      failed+=("$name (exit $case_rc)")
+      echo "sanitize: $kind: FAILED: $name (exit $case_rc)" >>"$dir/sanitize.log"
+    fi
+  done < <(cd "$dir" && ./bin/frugal_tests --list-test-names-only "$spec")
+  if [ ${#failed[@]} -gt 0 ]; then
     rc=1
-    echo "sanitize: $kind: FAILED (exit $kind_rc), see $dir/sanitize.log:"
-    grep -E 'ERROR: |WARNING: ThreadSanitizer|runtime error: |FAILED' "$dir/sanitize.log" | head -5
+    echo "sanitize: $kind: ${#failed[@]} of $count cases FAILED, see $dir/sanitize.log:"
+    printf '  %s\n' "${failed[@]}"
+    grep -E 'ERROR: |WARNING: ThreadSanitizer|runtime error: ' "$dir/sanitize.log" | head -5
   else
-    echo "sanitize: $kind: clean ($(($(date +%s) - built)) s)"
+    echo "sanitize: $kind: clean, $count cases ($(($(date +%s) - built)) s)"
   fi
 done
 exit $rc

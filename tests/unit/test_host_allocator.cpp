@@ -5,14 +5,16 @@
 
 #include <cstdlib>
 
-#if defined(__GLIBC__)
+// What glibc's malloc does; under ASan or TSan their own allocator serves malloc instead.
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define FRUGAL_TEST_GLIBC_MALLOC 1
 #include <malloc.h>
 #endif
 
 #include "frugal/memory/host_allocator.h"
 #include "frugal/util/error.h"
 
-#if defined(__GLIBC__)
+#if defined(FRUGAL_TEST_GLIBC_MALLOC)
 namespace {
 // Bytes glibc currently holds in mmapped blocks after allocating (and touching) 8 MiB.
 size_t mmapped_while_holding_8mib() {
