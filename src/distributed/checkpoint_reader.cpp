@@ -114,14 +114,16 @@ std::vector<std::string> CheckpointReader::optimizer_kinds() {
   return {kinds.begin(), kinds.end()};
 }
 
-const at::Tensor* CheckpointReader::saved_whole(const std::string& kind,
-                                                const std::string& name) const {
-  const io::NamedTensors& from = kind == "param" ? ckpt_.model : ckpt_.optimizer;
-  const std::string key = kind == "param" ? name : name + "/" + kind;
-  for (const auto& [k, t] : from) {
-    if (k == key) return &t;
+const at::Tensor* CheckpointReader::saved_whole(const std::string& kind, const std::string& name) {
+  if (whole_index_.empty()) {
+    for (const auto& [key, t] : ckpt_.model) whole_index_["param/" + key] = &t;
+    for (const auto& [key, t] : ckpt_.optimizer) {
+      auto [param, k] = split_key(key);
+      whole_index_[k + "/" + param] = &t;
+    }
   }
-  return nullptr;
+  auto it = whole_index_.find(kind + "/" + name);
+  return it == whole_index_.end() ? nullptr : it->second;
 }
 
 int64_t CheckpointReader::saved_numel(const std::string& kind, const std::string& name) {

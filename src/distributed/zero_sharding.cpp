@@ -570,8 +570,8 @@ bool ZeroSharding::load_state_dict(SavedState& saved, torch::nn::Module& model,
       }
       restore(f, std::move(restored));
     }
-    log::info(fmt::format("zero{}: shards cut from {}'s whole tensors: {} of {} parameter elements "
-                          "read by this rank",
+    log::info(fmt::format("zero{}: shards cut from {}: {} of {} parameter elements read by this "
+                          "rank",
                           stage_, saved.what(), read, total));
   }
   // The rest of the model was saved whole (whatever layout wrote it).

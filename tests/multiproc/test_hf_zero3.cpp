@@ -59,7 +59,7 @@ TEST_CASE("zero3 ranks load their shards of a transformers folder and train as o
   REQUIRE(got.size() == 3);
   for (size_t i = 0; i < want.size(); ++i) CHECK(std::abs(got[i] - want[i]) < 1e-5);
 
-  // "zero3: shards cut from DIR's whole tensors: R of T parameter elements read by this rank",
+  // "zero3: shards cut from DIR: R of T parameter elements read by this rank",
   // logged by rank 0 (the others log warnings only).
   const std::regex line(R"(\[rank (\d)\].*: (\d+) of (\d+) parameter elements read by this rank)");
   int ranks = 0;

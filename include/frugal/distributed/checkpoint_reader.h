@@ -51,7 +51,7 @@ class CheckpointReader final : public SavedState {
   io::CheckpointFile& shard(int r);
   void check_shard_entry(int r, const FlatLayout& flat, const std::string& key);
   // A whole tensor saved outside the shards, or null.
-  const at::Tensor* saved_whole(const std::string& kind, const std::string& name) const;
+  const at::Tensor* saved_whole(const std::string& kind, const std::string& name);
 
   std::filesystem::path dir_;
   int rank_;
@@ -62,6 +62,8 @@ class CheckpointReader final : public SavedState {
   std::string layout_json_;            // layout_, written as layout_to_json does
   // parameter name -> (flat buffer, index of the parameter in it), for sharded checkpoints
   std::map<std::string, std::pair<size_t, size_t>> where_;
+  // "<kind>/<name>" -> the whole tensor in ckpt_ (model: kind "param"), made when first needed
+  std::map<std::string, const at::Tensor*> whole_index_;
   std::unique_ptr<SavedShard> own_;
   std::optional<io::NamedTensors> rng_;
 };
