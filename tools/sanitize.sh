@@ -72,7 +72,7 @@ for kind in "${kinds[@]}"; do
     rc=1
     echo "sanitize: $kind: ${#failed[@]} of $count cases FAILED, see $dir/sanitize.log:"
     printf '  %s\n' "${failed[@]}"
-    grep -E 'ERROR: |WARNING: ThreadSanitizer|runtime error: ' "$dir/sanitize.log" | head -5
+    grep -E 'ERROR: |WARNING: ThreadSanitizer|runtime error: ' "$dir/sanitize.log" | head -5 || true
   else
     echo "sanitize: $kind: clean, $count cases ($(($(date +%s) - built)) s)"
   fi
