@@ -27,12 +27,14 @@ for kind in "${kinds[@]}"; do
     # events.h says why), which ASan's runtime refuses to load at all (google/sanitizers#611).
     asan) sanitizers=address,undefined; spec="[unit]~[tensorboard],[bad_input]~[tensorboard]"
           files="/unit/|/bad_inputs/"; run_env="" ;;
-    # OMP_NUM_THREADS=1: torch's intra-op parallel_for then runs on the calling thread. TSan
-    # cannot see libgomp's synchronisation (it is not instrumented), so every parallel_for
-    # reads as a race between the caller and OpenMP's workers; frugal's own threads (the
-    # loader's workers, the offload host thread, the launcher's) are what this run is for.
+    # One OpenMP thread (the test binary's FRUGAL_TEST_THREADS, the CLI's OMP_NUM_THREADS):
+    # torch's intra-op parallel_for then runs on the calling thread. TSan cannot see libgomp's
+    # synchronisation (it is not instrumented), so every parallel_for reads as a race between
+    # the caller and OpenMP's workers; frugal's own threads (the loader's workers, the offload
+    # host thread, the launcher's) are what this run is for.
     tsan) sanitizers=thread; spec="loader:*,[offload],[launch]"
-          files="test_data_loader|test_offload|test_launch"; run_env="OMP_NUM_THREADS=1" ;;
+          files="test_data_loader|test_offload|test_launch"
+          run_env="FRUGAL_TEST_THREADS=1 OMP_NUM_THREADS=1" ;;
     *) echo "sanitize.sh: asan or tsan, not '$kind'" >&2; exit 2 ;;
   esac
   [ $# -gt 0 ] && spec="$1"
