@@ -10,6 +10,11 @@
 
 namespace frugal::io::detail {
 
+// frugal::Error naming `name` unless `t` can be saved: defined, dense, with data.
+void check_savable(const at::Tensor& t, const std::string& name);
+// frugal::Error unless every name is non-empty and unique.
+void check_names(const NamedTensors& named);
+
 // A detached, contiguous CPU tensor that owns exactly its own storage (offset 0, no extra
 // bytes), with the same values bit for bit. Returns `t` itself (no copy) when it already is one;
 // copies otherwise (device tensors, views, strided layouts), so a file never carries a view's

@@ -9,7 +9,6 @@
 
 #include <cstring>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "archive_seal.h"
 #include "cpu_tensor.h"
@@ -135,17 +134,6 @@ std::string payload_pickle(const NamedTensors& named, std::vector<at::Tensor>& p
   return pickle;
 }
 
-void check_names(const NamedTensors& named) {
-  std::unordered_set<std::string_view> seen;
-  for (const auto& [name, tensor] : named) {
-    if (name.empty()) throw Error("cannot save a tensor with an empty name");
-    if (!seen.insert(name).second) {
-      throw Error(fmt::format("cannot save tensors: the name '{}' appears twice", name));
-    }
-    (void)tensor;
-  }
-}
-
 }  // namespace
 
 int64_t block_bytes_for(int64_t file_bytes) {
@@ -162,10 +150,12 @@ int64_t TensorFileEntry::numel() const {
 
 TensorFileSummary write_tensor_file(const std::filesystem::path& path, const NamedTensors& named,
                                     int64_t block_bytes) {
+  // Checked before the pickle describes them (standalone_cpu checks again, at no cost).
   check_names(named);
+  for (const auto& [name, t] : named) check_savable(t, name);
   if (block_bytes <= 0) {
     int64_t bytes = 0;
-    for (const auto& [_, t] : named) bytes += t.defined() ? static_cast<int64_t>(t.nbytes()) : 0;
+    for (const auto& [_, t] : named) bytes += static_cast<int64_t>(t.nbytes());
     block_bytes = block_bytes_for(bytes);
   }
   std::vector<at::Tensor> placeholders;

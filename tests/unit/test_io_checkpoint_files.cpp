@@ -84,6 +84,19 @@ TEST_CASE("checkpoint tensor files are save_tensors' archives and read back by r
   CHECK_THROWS_WITH(fresh.file("model.pt").read("nope"), Catch::Contains("holds no tensor 'nope'"));
 }
 
+TEST_CASE("a tensor file refuses what it cannot save and leaves no checkpoint",
+          "[io][unit][checkpoint]") {
+  test::TempDir dir("frugal-ckpt-files");
+  Checkpoint c;
+  c.step = 1;
+  c.model = {{"w", at::ones({2})}, {"gone", at::Tensor()}};
+  CHECK_THROWS_WITH(save_checkpoint(dir.path(), c, 0), "cannot save tensor 'gone': it is undefined");
+  c.model = {{"w", at::ones({2})}, {"w", at::zeros({2})}};
+  CHECK_THROWS_WITH(save_checkpoint(dir.path(), c, 0),
+                    "cannot save tensors: the name 'w' appears twice");
+  CHECK(list_checkpoints(dir.path()).empty());
+}
+
 TEST_CASE("a damaged block fails the reads that touch it and only those", "[io][unit][checkpoint]") {
   test::TempDir dir("frugal-ckpt-files");
   const fs::path c = write_whole(dir.path());
