@@ -9,6 +9,8 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -45,10 +47,15 @@ struct CrashCase {
 int run_trials(const CrashCase& c, const test::TempDir& dir) {
   const std::string base = c.prefix + " train --set run.dir=" + test::quote(dir.path().string()) +
                            " --set run.resume=auto " + c.args;
+  const auto seconds_since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
   const auto started = std::chrono::steady_clock::now();
   auto ref = test::frugal(base + " --set run.name=reference", 300);
-  const double duration =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  // How long a whole run takes; kill moments are fractions of it. Under CTest's parallel
+  // load the reference can run far slower than the trials after it, so a whole run that
+  // finished before its kill replaces this with its own, shorter time.
+  double duration = seconds_since(started);
   INFO(ref.out << ref.err);
   REQUIRE(ref.exit_code == 0);
   const auto expected = test::checkpoint_contents(final_checkpoint(dir / "reference", c.steps));
@@ -81,6 +88,7 @@ int run_trials(const CrashCase& c, const test::TempDir& dir) {
             (kill ? fmt::format("timeout -s KILL {:.2f} ", at) : std::string()) +
             test::quote(test::frugal_binary()) + " " + run +
             (fs::exists(dir / name) && nothing_saved ? " --set run.overwrite=true" : "");
+        const auto attempt_started = std::chrono::steady_clock::now();
         auto r = test::run_command(cmd, 300);
         INFO("trial " << name << " attempt " << attempt << ": " << r.out << r.err);
         if (r.exit_code == 137) {
@@ -88,6 +96,7 @@ int run_trials(const CrashCase& c, const test::TempDir& dir) {
           continue;
         }
         REQUIRE(r.exit_code == 0);
+        if (attempt == 0) duration = std::min(duration, seconds_since(attempt_started));
         break;
       }
     }
