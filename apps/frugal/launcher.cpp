@@ -1,13 +1,10 @@
 #include "launcher.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +17,7 @@
 #include <map>
 #include <thread>
 
+#include "frugal/distributed/env.h"
 #include "frugal/util/error.h"
 
 extern char** environ;
@@ -82,21 +80,13 @@ struct Child {
   Stream out, err;
 };
 
-int pick_free_port() {
-  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (s < 0) throw Error("launch: cannot open a socket to find a free port");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ::close(s);
-    throw Error("launch: cannot find a free port (pass --master-port)");
+// --master-port 0: a free port on this host, or what the user can do instead.
+int free_port_or_explain() {
+  try {
+    return dist::free_loopback_port();
+  } catch (const Error& e) {
+    throw Error(fmt::format("launch: {} (pass --master-port)", e.what()));
   }
-  ::close(s);
-  return ntohs(addr.sin_port);
 }
 
 std::string self_executable() {
@@ -269,7 +259,7 @@ struct Outcome {
 };
 
 Outcome run_attempt(const LaunchOptions& o, int attempt) {
-  const int port = o.master_port == 0 ? pick_free_port() : o.master_port;
+  const int port = o.master_port == 0 ? free_port_or_explain() : o.master_port;
   const Job job = job_for(o, attempt);
   std::vector<Child> children;
   for (int local = 0; local < o.nproc_per_node; ++local) {

@@ -1,8 +1,14 @@
 #include "frugal/distributed/env.h"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 
 #include "frugal/util/error.h"
@@ -125,6 +131,22 @@ RankInfo rank_info_from_env(const EnvLookup& getenv) {
     info.master_port = *port;
   }
   return info;
+}
+
+int free_loopback_port() {
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (s < 0) throw Error(fmt::format("cannot open a socket to find a free port: {}", std::strerror(errno)));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;  // the kernel picks
+  socklen_t len = sizeof addr;
+  const bool ok = ::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  ::getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  const int err = errno;
+  ::close(s);
+  if (!ok) throw Error(fmt::format("cannot bind a socket on 127.0.0.1 to find a free port: {}", std::strerror(err)));
+  return ntohs(addr.sin_port);
 }
 
 }  // namespace frugal::dist

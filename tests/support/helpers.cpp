@@ -1,9 +1,6 @@
 #include "support/helpers.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -14,6 +11,7 @@
 #include <system_error>
 #include <stdexcept>
 
+#include "frugal/distributed/env.h"
 #include "frugal/io/remove_tree.h"
 
 namespace fs = std::filesystem;
@@ -70,19 +68,7 @@ std::string frugal_binary() { return (binary_dir() / "bin" / "frugal").string();
 std::string python() { return from_env_or("FRUGAL_TEST_PYTHON", FRUGAL_PYTHON); }
 fs::path source_dir() { return from_env_or("FRUGAL_TEST_SOURCE_DIR", FRUGAL_SOURCE_DIR); }
 
-int free_port() {
-  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (s < 0) throw std::runtime_error("free_port: cannot open a socket");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  const bool ok = ::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-                  ::getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  ::close(s);
-  if (!ok) throw std::runtime_error("free_port: cannot bind a loopback socket");
-  return ntohs(addr.sin_port);
-}
+int free_port() { return dist::free_loopback_port(); }
 
 std::vector<Process> processes_mentioning(const std::string& text) {
   std::vector<Process> found;

@@ -48,4 +48,9 @@ RankInfo rank_info_from_env(const EnvLookup& getenv = {});
 // The first host of a Slurm node list: "gpu[03-05,07],cpu1" -> "gpu03".
 std::string first_slurm_host(const std::string& nodelist);
 
+// A TCP port on 127.0.0.1 that the kernel reports free right now, for a master port that was
+// left to chance (`frugal launch --master-port 0`). Another process may take it before it is
+// bound again; a frugal::Error when no socket can be bound at all.
+int free_loopback_port();
+
 }  // namespace frugal::dist
