@@ -34,14 +34,12 @@ class FileShard final : public SavedShard {
 }  // namespace
 
 CheckpointReader::CheckpointReader(fs::path dir, int rank)
-    : dir_(std::move(dir)), rank_(rank), ckpt_(load_checkpoint(dir_, /*only_shard=*/-1)),
-      files_(dir_) {
-  // What load_checkpoint read whole; the manifest twice (files_ reads it again).
-  for (const char* name :
-       {"model.pt", "state.pt", "meta.json", "optimizer.pt", "manifest.json", "manifest.json"}) {
+    : dir_(std::move(dir)), rank_(rank), ckpt_(load_checkpoint_info(dir_)), files_(dir_) {
+  // What load_checkpoint_info read whole; the manifest twice (files_ reads it again).
+  for (const char* name : {"state.pt", "meta.json", "manifest.json", "manifest.json"}) {
     std::error_code ec;
     const auto size = fs::file_size(dir_ / name, ec);
-    if (!ec) whole_bytes_ += static_cast<int64_t>(size);
+    if (!ec) info_bytes_ += static_cast<int64_t>(size);
   }
   if (ckpt_.shard_world == 0) return;
   const std::string what = (dir_ / "meta.json").string();
@@ -61,7 +59,30 @@ CheckpointReader::CheckpointReader(fs::path dir, int rank)
 
 CheckpointReader::~CheckpointReader() = default;
 
-int64_t CheckpointReader::bytes_read() const { return whole_bytes_ + files_.bytes_read(); }
+int64_t CheckpointReader::bytes_read() const { return info_bytes_ + files_.bytes_read(); }
+
+io::CheckpointFile* CheckpointReader::model_file() {
+  return files_.lists("model.pt") ? &files_.file("model.pt") : nullptr;
+}
+
+io::CheckpointFile* CheckpointReader::optimizer_file() {
+  return files_.lists("optimizer.pt") ? &files_.file("optimizer.pt") : nullptr;
+}
+
+const io::NamedTensors& CheckpointReader::model() {
+  if (!model_) model_ = model_except({});
+  return *model_;
+}
+
+io::NamedTensors CheckpointReader::model_except(const std::set<std::string>& skip) {
+  io::NamedTensors out;
+  io::CheckpointFile* file = model_file();
+  if (file == nullptr) return out;
+  for (const std::string& name : file->names()) {
+    if (skip.count(name) == 0) out.emplace_back(name, file->read(name));
+  }
+  return out;
+}
 
 io::CheckpointFile& CheckpointReader::shard(int r) {
   return files_.file(shard_file_name(r, layout_->world_size));
@@ -103,7 +124,9 @@ SavedShard* CheckpointReader::own_shard(const std::string& layout_json) {
 
 std::vector<std::string> CheckpointReader::optimizer_kinds() {
   std::set<std::string> kinds;
-  for (const auto& [key, _] : ckpt_.optimizer) kinds.insert(split_key(key).second);
+  if (io::CheckpointFile* file = optimizer_file()) {
+    for (const std::string& key : file->names()) kinds.insert(split_key(key).second);
+  }
   // Every rank's shard holds the same kinds: rank 0's index says which (read anyway for the
   // step counts).
   if (layout_) {
@@ -114,23 +137,19 @@ std::vector<std::string> CheckpointReader::optimizer_kinds() {
   return {kinds.begin(), kinds.end()};
 }
 
-const at::Tensor* CheckpointReader::saved_whole(const std::string& kind, const std::string& name) {
-  if (whole_index_.empty()) {
-    for (const auto& [key, t] : ckpt_.model) whole_index_["param/" + key] = &t;
-    for (const auto& [key, t] : ckpt_.optimizer) {
-      auto [param, k] = split_key(key);
-      whole_index_[k + "/" + param] = &t;
-    }
-  }
-  auto it = whole_index_.find(kind + "/" + name);
-  return it == whole_index_.end() ? nullptr : it->second;
+std::pair<io::CheckpointFile*, std::string> CheckpointReader::saved_whole(const std::string& kind,
+                                                                          const std::string& name) {
+  io::CheckpointFile* file = kind == "param" ? model_file() : optimizer_file();
+  std::string key = kind == "param" ? name : name + "/" + kind;
+  if (file != nullptr && !file->has(key)) file = nullptr;
+  return {file, std::move(key)};
 }
 
 int64_t CheckpointReader::saved_numel(const std::string& kind, const std::string& name) {
   auto it = where_.find(name);
   if (it == where_.end()) {
-    const at::Tensor* t = saved_whole(kind, name);
-    return t == nullptr ? -1 : t->numel();
+    const auto [file, key] = saved_whole(kind, name);
+    return file == nullptr ? -1 : file->numel(key);
   }
   const FlatLayout& f = layout_->flats[it->second.first];
   if (!shard(0).has(shard_key(f.name, kind))) return -1;  // not stepped before it was saved
@@ -144,9 +163,9 @@ at::Tensor CheckpointReader::read_range(const std::string& kind, const std::stri
                                         int64_t begin, int64_t count) {
   auto it = where_.find(name);
   if (it == where_.end()) {
-    const at::Tensor* t = saved_whole(kind, name);
-    if (t == nullptr) throw Error(fmt::format("{}: no {} of '{}'", dir_.string(), kind, name));
-    return t->reshape({-1}).narrow(0, begin, count);
+    const auto [file, key] = saved_whole(kind, name);
+    if (file == nullptr) throw Error(fmt::format("{}: no {} of '{}'", dir_.string(), kind, name));
+    return file->read_range(key, begin, count);
   }
   const FlatLayout& f = layout_->flats[it->second.first];
   const std::string key = shard_key(f.name, kind);
@@ -168,14 +187,75 @@ at::Tensor CheckpointReader::read_range(const std::string& kind, const std::stri
   return parts.size() == 1 ? parts.front() : at::cat(parts);
 }
 
+void CheckpointReader::add_pieces(SavedRange range, std::vector<Piece>& out) {
+  auto it = where_.find(range.name);
+  if (it == where_.end()) {  // saved whole: one piece, where it lies in model.pt / optimizer.pt
+    const auto [file, key] = saved_whole(range.kind, range.name);
+    Position at;
+    if (file != nullptr) {
+      at = {range.kind == "param" ? "model.pt" : "optimizer.pt", file->position(key, range.begin)};
+    }  // else read_range names what is missing
+    out.push_back({std::move(at), std::move(range)});
+    return;
+  }
+  const FlatLayout& f = layout_->flats[it->second.first];
+  const std::string key = shard_key(f.name, range.kind);
+  const int world = layout_->world_size;
+  const int64_t per_rank = f.shard_numel(world);
+  if (range.kind == "step" || range.count <= 0) {  // steps: rank 0's shard holds them
+    io::CheckpointFile& file = shard(0);
+    out.push_back({{shard_file_name(0, world), file.has(key) ? file.position(key, 0) : 0},
+                   std::move(range)});
+    return;
+  }
+  const int64_t first = f.offsets[it->second.second] + range.begin, last = first + range.count;
+  const bool split = range.into.defined() && range.into.is_contiguous();
+  // A range is cut where the ranks' shards meet: each part is placed in its own shard file.
+  for (int64_t r = first / per_rank; r < world && first < last && r * per_rank < last; ++r) {
+    const int64_t lo = std::max(first, r * per_rank), hi = std::min(last, (r + 1) * per_rank);
+    io::CheckpointFile& file = shard(static_cast<int>(r));
+    Position at{shard_file_name(static_cast<int>(r), world),
+                file.has(key) ? file.position(key, lo - r * per_rank) : 0};
+    if (!split) {
+      out.push_back({std::move(at), std::move(range)});
+      return;
+    }
+    out.push_back({std::move(at),
+                   {range.kind, range.name, lo - f.offsets[it->second.second], hi - lo,
+                    range.into.view({-1}).narrow(0, lo - first, hi - lo)}});
+  }
+  // Beyond the shards (a corrupt layout): read_range says what is wrong.
+  if (first / per_rank >= world) out.push_back({{std::string(), 0}, std::move(range)});
+}
+
+void CheckpointReader::read_ranges(std::vector<SavedRange>& ranges) {
+  // Each file's pieces in the order of its bytes: a block holding the ends of two ranges (two
+  // tensors, or two parameters' parts of one flat buffer) is read once, while it is the last
+  // block read, however the caller ordered them (by kind, by parameter).
+  std::vector<Piece> pieces;
+  std::vector<std::pair<size_t, size_t>> unsplit;  // (range, piece) read as a whole
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const size_t before = pieces.size();
+    add_pieces(ranges[i], pieces);
+    if (!ranges[i].into.defined()) unsplit.emplace_back(i, before);
+  }
+  std::vector<size_t> order(pieces.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return pieces[a].at < pieces[b].at; });
+  for (size_t i : order) read_range_into(pieces[i].range);
+  // Ranges without a tensor to copy into take the one read.
+  for (const auto& [range, piece] : unsplit) ranges[range].into = pieces[piece].range.into;
+}
+
 std::map<std::string, at::Tensor> CheckpointReader::whole(const std::string& kind) {
   std::map<std::string, at::Tensor> out;
   if (kind == "param") {
-    for (const auto& [name, t] : ckpt_.model) out[name] = t;
-  } else {
-    for (const auto& [key, t] : ckpt_.optimizer) {
+    for (auto& [name, t] : model()) out[name] = t;
+  } else if (io::CheckpointFile* file = optimizer_file()) {
+    for (const std::string& key : file->names()) {
       auto [name, k] = split_key(key);
-      if (k == kind) out[name] = t;
+      if (k == kind) out[name] = file->read(key);
     }
   }
   if (!layout_) return out;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <mutex>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -530,56 +531,84 @@ bool ZeroSharding::load_state_dict(SavedState& saved, torch::nn::Module& model,
     for (const std::string& kind : kinds) refuse_unreshardable(saved, kind);
     kinds.insert(kinds.begin(), "param");
     int64_t read = 0, total = 0;  // parameter elements
-    for (FlatParam& f : s.flats) {
+    // What to read of one flat buffer: this rank's part of each parameter, of every kind,
+    // into `restored`'s slices; the step count's range (one per buffer) in `step`.
+    struct Plan {
+      std::map<std::string, at::Tensor> restored;
+      std::optional<size_t> step;
+    };
+    auto plan = [&](FlatParam& f, std::vector<SavedRange>& ranges) {
+      Plan p;
       const int64_t first = static_cast<int64_t>(rank) * f.shard_numel;
       const int64_t last = first + f.shard_numel;
-      std::map<std::string, at::Tensor> restored;
       for (const std::string& kind : kinds) {
-        if (kind == "step") {
+        if (kind == "step") {  // kept in its saved dtype
           if (saved.saved_numel(kind, f.names.front()) == 1) {
-            restored[kind] = saved.read_range(kind, f.names.front(), 0, 1).reshape({});
+            p.step = ranges.size();
+            ranges.push_back({kind, f.names.front(), 0, 1, at::Tensor()});
           }
           continue;
         }
         at::Tensor slice = at::zeros({f.shard_numel}, f.shard.options().requires_grad(false));
+        std::string missing;  // a parameter without a saved value of this kind
         size_t found = 0;
         for (size_t i = 0; i < f.names.size(); ++i) {
           const int64_t saved_numel = saved.saved_numel(kind, f.names[i]);
-          if (saved_numel < 0) continue;
           const int64_t numel = f.params[i].numel();
+          if (kind == "param") total += numel;
+          if (saved_numel < 0) {
+            if (missing.empty()) missing = f.names[i];
+            continue;
+          }
+          ++found;
           if (saved_numel != numel) {
             throw Error(fmt::format("{}: '{}' has {} elements, the model's {}", saved.what(),
                                     f.names[i], saved_numel, numel));
           }
           const int64_t begin = std::max(f.offsets[i], first);
           const int64_t end = std::min(f.offsets[i] + numel, last);
-          if (begin < end) {
-            slice.narrow(0, begin - first, end - begin)
-                .copy_(saved.read_range(kind, f.names[i], begin - f.offsets[i], end - begin));
-            if (kind == "param") read += end - begin;
-          }
-          if (kind == "param") total += numel;
-          ++found;
+          if (begin >= end) continue;
+          ranges.push_back({kind, f.names[i], begin - f.offsets[i], end - begin,
+                            slice.narrow(0, begin - first, end - begin)});
+          if (kind == "param") read += end - begin;
         }
         if (found == 0 && kind != "param") continue;  // no optimizer state for these yet
-        if (found != f.names.size()) {
-          throw Error(fmt::format("{}: it has no {} for some parameters of '{}' (e.g. '{}')",
-                                  saved.what(), kind, f.name, f.names.front()));
+        if (!missing.empty()) {
+          throw Error(fmt::format("{}: it has no {} of '{}' (a parameter of '{}')", saved.what(),
+                                  kind, missing, f.name));
         }
-        restored[kind] = slice;
+        p.restored[kind] = slice;
       }
-      restore(f, std::move(restored));
+      return p;
+    };
+    // A unit's flat buffers at a time (its decayed and undecayed parameters lie side by side
+    // in a whole checkpoint's files), read in one go in the order the checkpoint's files hold
+    // them, then put in place before the next unit is read.
+    std::vector<std::vector<size_t>> batches;
+    std::vector<bool> batched(s.flats.size(), false);
+    for (const auto& unit : s.units) {
+      batches.push_back(unit.flats);
+      for (size_t f : unit.flats) batched[f] = true;
+    }
+    for (size_t f = 0; f < s.flats.size(); ++f) {
+      if (!batched[f]) batches.push_back({f});
+    }
+    for (const std::vector<size_t>& batch : batches) {
+      std::vector<SavedRange> ranges;
+      std::vector<Plan> plans;
+      for (size_t f : batch) plans.push_back(plan(s.flats[f], ranges));
+      saved.read_ranges(ranges);
+      for (size_t k = 0; k < batch.size(); ++k) {
+        if (plans[k].step) plans[k].restored["step"] = ranges[*plans[k].step].into.reshape({});
+        restore(s.flats[batch[k]], std::move(plans[k].restored));
+      }
     }
     log::info(fmt::format("zero{}: shards cut from {}: {} of {} parameter elements read by this "
                           "rank",
                           stage_, saved.what(), read, total));
   }
   // The rest of the model was saved whole (whatever layout wrote it).
-  io::NamedTensors rest;
-  for (const auto& [name, t] : saved.model()) {
-    if (sharded.count(name) == 0) rest.emplace_back(name, t);
-  }
-  io::load_module_state(model, rest, saved.what(), sharded);
+  io::load_module_state(model, saved.model_except(sharded), saved.what(), sharded);
   // zero1/2 compute on whole parameters: gather the restored shards into them.
   after_optimizer_step(/*stepped=*/true);
   return own != nullptr;

@@ -228,18 +228,28 @@ std::optional<fs::path> newest_valid_checkpoint(const fs::path& dir,
   return std::nullopt;
 }
 
-Checkpoint load_checkpoint(const fs::path& cdir, std::optional<int> only_shard) {
-  const Manifest m = read_manifest(cdir);
+namespace {
+// Step, state.pt, meta.json and the shards' world of a checkpoint whose manifest is `m`.
+Checkpoint load_info(const fs::path& cdir, const Manifest& m) {
   Checkpoint ckpt;
   ckpt.step = m.json.value("step", int64_t{0});
-  ckpt.model = load_tensors(m.read_checked("model.pt"), (cdir / "model.pt").string());
   ckpt.state = load_tensors(m.read_checked("state.pt"), (cdir / "state.pt").string());
   ckpt.meta_json = m.read_checked("meta.json");
+  if (m.sharded()) ckpt.shard_world = m.shard_world();
+  return ckpt;
+}
+}  // namespace
+
+Checkpoint load_checkpoint_info(const fs::path& cdir) { return load_info(cdir, read_manifest(cdir)); }
+
+Checkpoint load_checkpoint(const fs::path& cdir, std::optional<int> only_shard) {
+  const Manifest m = read_manifest(cdir);
+  Checkpoint ckpt = load_info(cdir, m);
+  ckpt.model = load_tensors(m.read_checked("model.pt"), (cdir / "model.pt").string());
   if (!m.sharded() || m.lists("optimizer.pt")) {
     ckpt.optimizer = load_tensors(m.read_checked("optimizer.pt"), (cdir / "optimizer.pt").string());
   }
   if (!m.sharded()) return ckpt;
-  ckpt.shard_world = m.shard_world();
   for (int r = 0; r < ckpt.shard_world; ++r) {
     if (only_shard && *only_shard != r) continue;
     const std::string name = shard_file_name(r, ckpt.shard_world);

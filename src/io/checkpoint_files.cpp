@@ -54,6 +54,10 @@ class IndexedFile final : public CheckpointFile {
   bool has(const std::string& name) const override { return index_.count(name) > 0; }
   int64_t numel(const std::string& name) const override { return entry(name).numel(); }
   int64_t bytes_read() const override { return bytes_read_; }
+  int64_t position(const std::string& name, int64_t element) const override {
+    const auto& e = entry(name);
+    return e.offset + element * static_cast<int64_t>(c10::elementSize(e.dtype));
+  }
 
   at::Tensor read(const std::string& name) override {
     const auto& e = entry(name);
@@ -135,6 +139,7 @@ class WholeFile final : public CheckpointFile {
   bool has(const std::string& name) const override { return tensors_.count(name) > 0; }
   int64_t numel(const std::string& name) const override { return tensor(name).numel(); }
   int64_t bytes_read() const override { return bytes_read_; }
+  int64_t position(const std::string&, int64_t) const override { return 0; }
   at::Tensor read(const std::string& name) override { return tensor(name); }
   at::Tensor read_range(const std::string& name, int64_t begin, int64_t count) override {
     const at::Tensor& t = tensor(name);

@@ -38,6 +38,27 @@ at::Tensor SavedState::read_range(const std::string& kind, const std::string& na
   return it->second.reshape({-1}).narrow(0, begin, count);
 }
 
+void SavedState::read_range_into(SavedRange& r) {
+  at::Tensor values = read_range(r.kind, r.name, r.begin, r.count);
+  if (r.into.defined()) {
+    r.into.copy_(values.view(r.into.sizes()));
+  } else {
+    r.into = std::move(values);
+  }
+}
+
+void SavedState::read_ranges(std::vector<SavedRange>& ranges) {
+  for (SavedRange& r : ranges) read_range_into(r);
+}
+
+io::NamedTensors SavedState::model_except(const std::set<std::string>& skip) {
+  io::NamedTensors out;
+  for (const auto& [name, t] : model()) {
+    if (skip.count(name) == 0) out.emplace_back(name, t);
+  }
+  return out;
+}
+
 void refuse_unreshardable(SavedState& saved, const std::string& kind) {
   if (reshardable_state_kind(kind)) return;
   throw Error(fmt::format("{}: its optimizer state '{}' (8-bit codes or factored moments) "

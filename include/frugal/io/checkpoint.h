@@ -52,6 +52,10 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& dir, const Ch
 // when the checkpoint was written by fewer ranks).
 Checkpoint load_checkpoint(const std::filesystem::path& checkpoint_dir,
                            std::optional<int> only_shard = std::nullopt);
+// The same, without the model's and optimizer's tensors and the shards (step, state, meta and
+// the shards' world): what a reader that takes tensors one at a time, and only the ranges it
+// needs (io/checkpoint_files.h), reads first.
+Checkpoint load_checkpoint_info(const std::filesystem::path& checkpoint_dir);
 
 // Checks a checkpoint directory without loading its tensors: the manifest is whole and lists
 // every file a checkpoint of its kind needs (every rank's shard of a sharded one), and each file

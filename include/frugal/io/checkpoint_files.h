@@ -33,6 +33,9 @@ class CheckpointFile {
   virtual at::Tensor read(const std::string& name) = 0;
   // Its elements [begin, begin + count), flattened, on the CPU.
   virtual at::Tensor read_range(const std::string& name, int64_t begin, int64_t count) = 0;
+  // Where element `element` of a tensor lies in the file, in bytes: reading ranges in this
+  // order reads each block once (0 for a file held whole in memory).
+  virtual int64_t position(const std::string& name, int64_t element) const = 0;
   // Bytes this reader has read from the file.
   virtual int64_t bytes_read() const = 0;
 };

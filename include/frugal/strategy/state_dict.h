@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,15 @@ class SavedShard {
   virtual at::Tensor read(const std::string& key) = 0;
 };
 
+// A range of a saved value to read: elements [begin, begin + count) of `name`'s value of
+// `kind`, copied into `into` (`count` elements, any shape, on any device), or when `into` is
+// undefined, set there as read (flat, on the CPU, in the saved dtype).
+struct SavedRange {
+  std::string kind, name;
+  int64_t begin = 0, count = 0;
+  at::Tensor into;
+};
+
 // A saved training state, read by parameter name.
 class SavedState {
  public:
@@ -52,6 +62,10 @@ class SavedState {
   // The tensors saved whole: every parameter and buffer of a whole checkpoint; buffers and
   // parameters kept out of shards of a sharded one.
   virtual const io::NamedTensors& model() = 0;
+  // The tensors saved whole except those named in `skip`: what a rank that cut the skipped
+  // parameters from their saved values (read_range) still needs, without reading the rest.
+  // By default model() less `skip`.
+  virtual io::NamedTensors model_except(const std::set<std::string>& skip);
   // Whole values by parameter name of one kind: "param" (every parameter and buffer, from
   // the whole tensors and the shards) or an optimizer state kind. Reads every shard.
   virtual std::map<std::string, at::Tensor> whole(const std::string& kind) = 0;
@@ -62,6 +76,10 @@ class SavedState {
   virtual int64_t saved_numel(const std::string& kind, const std::string& name);
   virtual at::Tensor read_range(const std::string& kind, const std::string& name, int64_t begin,
                                 int64_t count);
+  // Reads every range into its tensor, in the order that suits where they are stored (a
+  // checkpoint: the order of its files' bytes, so that each block is read once). By default
+  // one after the other through read_range.
+  virtual void read_ranges(std::vector<SavedRange>& ranges);
   // The optimizer state kinds saved.
   virtual std::vector<std::string> optimizer_kinds() = 0;
   // This rank's shard as it was saved, when it was saved under exactly `layout_json` (same
@@ -69,6 +87,10 @@ class SavedState {
   virtual SavedShard* own_shard(const std::string& layout_json) = 0;
   // The rest of the step's state (StateDict::state).
   virtual const io::NamedTensors& state() = 0;
+
+ protected:
+  // One range read through read_range, into its tensor (read_ranges' one step).
+  void read_range_into(SavedRange& range);
 
  private:
   // The default saved_numel / read_range: whole(kind), kept for the next call of that kind.

@@ -1,16 +1,21 @@
-// frugal_dist_worker checkpoint_io save DIR | load DIR: the host memory and file reads of a
-// zero3 checkpoint, per rank, measured with the tracking CPU allocator and the reader's count
+// frugal_dist_worker checkpoint_io save|save_whole|load DIR: the host memory and file reads of
+// a zero3 checkpoint, per rank, measured with the tracking CPU allocator and the reader's count
 // of bytes read. A GPT of 4 blocks (5 units: the blocks and the root) with AdamW:
-//   save  trains 2 steps and writes a sharded checkpoint under DIR (as the trainer does:
-//         state_dict, each rank its shard, rank 0 publishes); the tracked memory the save
-//         allocates above what was live before it must stay within one unit's full state
-//         (its parameters and both moments, unsharded), where holding the rank's whole state
-//         again (the old way: a host clone of every shard) is several units' worth.
-//   load  builds the same model at this world size and resumes DIR's newest checkpoint. The
-//         tracked memory above the state kept after the load must stay within one unit's
-//         full state, and the bytes read from the shard files must be exactly those of the
-//         blocks that hold what this rank keeps (computed here from the manifest's index and
-//         the layout): under another world size about 1/world of the shards, never all of them.
+//   save        trains 2 steps under zero3 and writes a sharded checkpoint under DIR (as the
+//               trainer does: state_dict, each rank its shard, rank 0 publishes); the tracked
+//               memory the save allocates above what was live before it must stay within one
+//               unit's full state (its parameters and both moments, unsharded), where holding
+//               the rank's whole state again (the old way: a host clone of every shard) is
+//               several units' worth.
+//   save_whole  the same under ddp: a whole checkpoint (model.pt, optimizer.pt), rank 0's.
+//   load        builds the same model under zero3 at this world size and resumes DIR's newest
+//               checkpoint. The tracked memory above the state kept after the load must stay
+//               within one unit's full state, and the bytes read must be those of the blocks
+//               that hold what this rank keeps (computed here from the indexes and the
+//               layout): under another layout about 1/world of the files, never all of them.
+//               Of shards exactly those blocks; of a whole checkpoint's files, where one block
+//               may hold the ends of several tensors read at different times, at least those
+//               blocks and at most each as often as ranges it holds are read.
 // Rank 0 prints a JSON report of every rank's figures; every rank checks its own.
 #include <ATen/ATen.h>
 
@@ -47,7 +52,7 @@ struct Job {
   std::unique_ptr<Engine> engine;
 };
 
-Job build() {
+Job build(const std::string& sharding = "zero3") {
   DistributedConfig dc;
   dc.backend = "gloo";
   dc.timeout_s = 60;
@@ -63,7 +68,7 @@ Job build() {
   OptimConfig oc;
   oc.lr = 1e-3;
   StrategyConfig sc;
-  sc.sharding.mode = "zero3";
+  sc.sharding.mode = sharding;
   at::manual_seed(11);
   job.model = make_model(mc);
   job.engine = std::make_unique<Engine>(EngineOptions{sc, 1.0}, job.comm);
@@ -93,15 +98,42 @@ json gather_reports(Job& job, const fs::path& dir, const json& mine) {
   return all;
 }
 
-int save(const fs::path& dir) {
-  memory::install_cpu_tracking();
-  Job job = build();
+void train_two_steps(Job& job) {
   at::manual_seed(21);
   for (int s = 0; s < 2; ++s) {
     at::Tensor x = at::randint(512, {2, 33}, at::kLong);
     Batch b{x.narrow(1, 0, 32).contiguous(), x.narrow(1, 1, 32).contiguous()};
     job.engine->step(b, [&](const Batch& mb) { return job.model->loss_sum(job.model->forward(mb.x), mb.y); });
   }
+}
+
+// What rank 0 writes of a state saved at step 2 (the trainer also writes config, data position).
+Checkpoint step_two(const StateDict& state) {
+  Checkpoint ckpt;
+  ckpt.step = 2;
+  ckpt.model = state.model;
+  ckpt.optimizer = state.optimizer;
+  ckpt.state = state.state;
+  json meta = {{"step", 2}};
+  if (!state.layout_json.empty()) meta["sharding"] = json::parse(state.layout_json);
+  ckpt.meta_json = meta.dump();
+  return ckpt;
+}
+
+// A ddp job's whole checkpoint, written by rank 0 as the trainer writes one.
+int save_whole(const fs::path& dir) {
+  Job job = build("ddp");
+  train_two_steps(job);
+  StateDict state = job.engine->state_dict();
+  if (job.comm->is_main()) save_checkpoint(dir / "checkpoints", step_two(state), 0);
+  job.comm->barrier();
+  return 0;
+}
+
+int save(const fs::path& dir) {
+  memory::install_cpu_tracking();
+  Job job = build();
+  train_two_steps(job);
   const fs::path ckpts = dir / "checkpoints";
   const int64_t live = memory::cpu_counters().current_bytes;
   memory::reset_cpu_peak();
@@ -113,15 +145,7 @@ int save(const fs::path& dir) {
   job.comm->barrier();
   int64_t kept = 0;
   for (const auto& [_, t] : state.shard) kept += static_cast<int64_t>(t.nbytes());
-  if (job.comm->is_main()) {
-    Checkpoint ckpt;
-    ckpt.step = 2;
-    ckpt.model = state.model;
-    ckpt.optimizer = state.optimizer;
-    ckpt.state = state.state;
-    ckpt.meta_json = json{{"step", 2}, {"sharding", json::parse(state.layout_json)}}.dump();
-    publish_sharded_checkpoint(ckpts, ckpt, world, 0);
-  }
+  if (job.comm->is_main()) publish_sharded_checkpoint(ckpts, step_two(state), world, 0);
   job.comm->barrier();
   const int64_t extra = memory::cpu_counters().peak_bytes - live;
   const int64_t bound = largest_unit_state_bytes(dist::layout_from_json(state.layout_json, "layout"));
@@ -194,6 +218,70 @@ std::pair<int64_t, int64_t> needed_shard_bytes(const fs::path& ckpt, const dist:
   return {bytes, total};
 }
 
+int64_t dtype_bytes(const std::string& dtype) {
+  static const std::map<std::string, int64_t> sizes = {
+      {"F64", 8}, {"I64", 8}, {"F32", 4}, {"I32", 4}, {"BF16", 2}, {"F16", 2}, {"I16", 2},
+      {"U8", 1},  {"I8", 1},  {"BOOL", 1}};
+  return sizes.at(dtype);
+}
+
+// Of a whole checkpoint's model.pt and optimizer.pt, resumed under `now` by `rank`: the bytes
+// of the blocks that hold what it keeps (each parameter's elements in its cut of every flat
+// buffer, of every kind; each step count; the tensors kept out of the flat buffers whole), and
+// those bytes counted once for every range read that touches them (a block holding the ends of
+// several tensors is read again when each is; the reader keeps only the last block). Also the
+// two files' total bytes.
+struct WholeReads {
+  int64_t least = 0, most = 0, total = 0;
+};
+WholeReads needed_whole_bytes(const fs::path& ckpt, const dist::ShardLayout& now, int rank) {
+  const json files = json::parse(io::read_file(ckpt / "manifest.json"))["files"];
+  std::map<std::pair<std::string, int64_t>, int64_t> touches;  // (file, block) -> ranges
+  auto take = [&](const std::string& file, const std::string& key, int64_t first, int64_t count) {
+    const json& entry = files[file]["tensors"][key];
+    const int64_t item = dtype_bytes(entry["dtype"].get<std::string>());
+    const int64_t b = files[file]["block_bytes"].get<int64_t>();
+    const int64_t at = entry["offset"].get<int64_t>() + first * item;
+    for (int64_t k = at / b; count > 0 && k <= (at + count * item - 1) / b; ++k) ++touches[{file, k}];
+  };
+  std::set<std::string> sharded;
+  for (const auto& f : now.flats) {
+    sharded.insert(f.names.begin(), f.names.end());
+    const int64_t mine = f.shard_numel(now.world_size);
+    for (const auto& [key, _] : files["optimizer.pt"]["tensors"].items()) {
+      if (key == f.names.front() + "/step") take("optimizer.pt", key, 0, 1);
+    }
+    for (size_t i = 0; i < f.names.size(); ++i) {
+      int64_t numel = 1;
+      for (int64_t d : f.shapes[i]) numel *= d;
+      const int64_t lo = std::max(f.offsets[i], rank * mine);
+      const int64_t hi = std::min(f.offsets[i] + numel, (rank + 1) * mine);
+      if (lo >= hi) continue;
+      take("model.pt", f.names[i], lo - f.offsets[i], hi - lo);
+      for (const auto& [key, _] : files["optimizer.pt"]["tensors"].items()) {
+        if (key.rfind(f.names[i] + "/", 0) == 0 && key != f.names[i] + "/step") {
+          take("optimizer.pt", key, lo - f.offsets[i], hi - lo);
+        }
+      }
+    }
+  }
+  for (const auto& [key, entry] : files["model.pt"]["tensors"].items()) {
+    if (sharded.count(key) > 0) continue;
+    int64_t numel = 1;
+    for (const auto& d : entry["shape"]) numel *= d.get<int64_t>();
+    take("model.pt", key, 0, numel);
+  }
+  WholeReads out;
+  for (const auto& [where, n] : touches) {
+    const int64_t b = files[where.first]["block_bytes"].get<int64_t>();
+    const int64_t size = std::min(b, files[where.first]["bytes"].get<int64_t>() - where.second * b);
+    out.least += size;
+    out.most += size * n;
+  }
+  out.total = files["model.pt"]["bytes"].get<int64_t>() + files["optimizer.pt"]["bytes"].get<int64_t>();
+  return out;
+}
+
 int load(const fs::path& dir) {
   memory::install_cpu_tracking();
   Job job = build();
@@ -202,25 +290,37 @@ int load(const fs::path& dir) {
   const int64_t live = memory::cpu_counters().current_bytes;
   memory::reset_cpu_peak();
   dist::CheckpointReader reader(*ckpt, job.comm->rank());
-  const int64_t whole_bytes = reader.bytes_read();  // manifest, meta, model.pt, state.pt
+  const int64_t info_bytes = reader.bytes_read();  // manifest, meta, state.pt
   const bool same_layout = job.engine->load_state_dict(reader);
   const int64_t after = memory::cpu_counters().current_bytes;
   const int64_t extra = memory::cpu_counters().peak_bytes - std::max(after, live);
-  const int64_t shard_bytes = reader.bytes_read() - whole_bytes;
-  const dist::ShardLayout old = dist::layout_from_json(
-      json::parse(io::read_file(*ckpt / "meta.json"))["sharding"].dump(), "meta.json");
+  const int64_t read = reader.bytes_read() - info_bytes;
+  const json meta = json::parse(io::read_file(*ckpt / "meta.json"));
+  const bool whole = !meta.contains("sharding");
+  // This run's layout (the live shards: no copy), and the one that wrote the checkpoint.
+  const dist::ShardLayout now =
+      dist::layout_from_json(job.engine->state_dict().layout_json, "this run's layout");
+  const dist::ShardLayout old = whole ? now : dist::layout_from_json(meta["sharding"].dump(), "meta.json");
   const int64_t bound = largest_unit_state_bytes(old);
   json report = {{"rank", job.comm->rank()},         {"same_layout", same_layout},
                  {"load_extra_bytes", extra},         {"unit_state_bytes", bound},
-                 {"shard_bytes_read", shard_bytes},   {"whole_bytes_read", whole_bytes},
-                 {"kept_state_bytes", after - live}};
-  if (!same_layout) {
+                 {"bytes_read", read},                {"info_bytes_read", info_bytes},
+                 {"kept_state_bytes", after - live},  {"whole", whole}};
+  if (whole) {
+    const WholeReads needed = needed_whole_bytes(*ckpt, now, job.comm->rank());
+    report["bytes_needed"] = needed.least;
+    report["bytes_needed_most"] = needed.most;
+    report["bytes_total"] = needed.total;
+    require(!same_layout && needed.least <= read && read <= needed.most,
+            "resuming a whole checkpoint reads the blocks that hold this rank's slices: " +
+                report.dump());
+  } else if (!same_layout) {
     const auto [needed, total] =
         needed_shard_bytes(*ckpt, old, job.comm->rank(), job.comm->size());
-    report["shard_bytes_needed"] = needed;
-    report["shard_bytes_total"] = total;
-    require(shard_bytes == needed, "resharding reads exactly the blocks that hold this rank's "
-                                   "slices: " + report.dump());
+    report["bytes_needed"] = needed;
+    report["bytes_total"] = total;
+    require(read == needed, "resharding reads exactly the blocks that hold this rank's "
+                            "slices: " + report.dump());
   } else {
     const json files = json::parse(io::read_file(*ckpt / "manifest.json"))["files"];
     const std::string name = shard_file_name(job.comm->rank(), job.comm->size());
@@ -229,8 +329,8 @@ int load(const fs::path& dir) {
                         files[name + ".index.json"]["bytes"].get<int64_t>() +
                         (job.comm->rank() == 0 ? 0 : files[shard_file_name(0, job.comm->size()) + ".index.json"]["bytes"].get<int64_t>());
     report["own_shard_bytes"] = own;
-    require(shard_bytes <= own, "the same layout reads no more than the rank's own shard: " +
-                                    report.dump());
+    require(read <= own, "the same layout reads no more than the rank's own shard: " +
+                             report.dump());
   }
   require(extra <= bound, "resuming holds at most one unit's full state: " + report.dump());
   const json all = gather_reports(job, dir, report);
@@ -244,8 +344,9 @@ int load(const fs::path& dir) {
 
 int checkpoint_io(const std::string& what, const std::string& dir) {
   if (what == "save") return save(dir);
+  if (what == "save_whole") return save_whole(dir);
   if (what == "load") return load(dir);
-  throw std::runtime_error("checkpoint_io: save DIR or load DIR, not '" + what + "'");
+  throw std::runtime_error("checkpoint_io: save, save_whole or load DIR, not '" + what + "'");
 }
 
 }  // namespace frugal::test_worker

@@ -9,7 +9,7 @@
 //   frugal_dist_worker env              prints this rank's RankInfo as JSON
 //   frugal_dist_worker masked           padded / packed Llama batches with ignored targets
 //                                       under ddp and zero3 (masked.cpp)
-//   frugal_dist_worker checkpoint_io save|load DIR
+//   frugal_dist_worker checkpoint_io save|save_whole|load DIR
 //                                       zero3 checkpoints' host memory and file reads
 //                                       (checkpoint_io.cpp)
 #include <ATen/ATen.h>
