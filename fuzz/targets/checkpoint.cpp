@@ -1,9 +1,11 @@
 // The checkpoint reader: manifest.json, then model.pt, optimizer.pt, state.pt and meta.json
 // through the manifest's size and hash checks into the tensor archive reader, and the tensor
-// files again by their indexes in the manifest (io/checkpoint_files.h: whole and by ranges). The input's first
-// byte picks the file (kFiles), the rest replaces it in a small valid checkpoint; a replaced
-// tensor or meta file gets a manifest entry that matches it, so that the bytes reach the
-// parser behind the integrity check rather than stopping at it.
+// files again by their indexes (io/checkpoint_files.h: whole and by ranges): model.pt's and
+// optimizer.pt's in the manifest, the shard's in its own index file. The input's first byte
+// picks the file (kFiles), the rest replaces it in a small valid checkpoint (sharded, one
+// rank); a replaced file gets a manifest entry that matches it (a replaced index, the entry of
+// the index file), so that the bytes reach the parser behind the integrity check rather than
+// stopping at it.
 #include <ATen/ATen.h>
 
 #include <array>
@@ -19,8 +21,10 @@
 
 namespace {
 
-constexpr std::array<const char*, 5> kFiles = {"manifest.json", "model.pt", "optimizer.pt",
-                                               "state.pt", "meta.json"};
+constexpr const char* kShard = "shard-00000-of-00001.pt";
+constexpr std::array<const char*, 6> kFiles = {"manifest.json", "model.pt", "optimizer.pt",
+                                               "state.pt", "meta.json",
+                                               "shard-00000-of-00001.pt.index.json"};
 
 struct Fixture {
   std::filesystem::path dir;                        // the checkpoint directory
@@ -35,12 +39,19 @@ const Fixture& fixture() {
     ckpt.optimizer = {{"w/exp_avg", at::zeros({2, 3})}};
     ckpt.state = {{"rng", at::arange(4, at::kLong)}};
     ckpt.meta_json = R"({"step": 3, "data": {"epoch": 0, "position": 12}})";
+    const frugal::NamedTensors shard = {{"unit/group0/param", at::arange(7, at::kFloat)},
+                                        {"unit/group0/exp_avg", at::ones({7})},
+                                        {"unit/group0/step", at::tensor(3.0)},
+                                        {"rng.cpu", at::arange(5, at::kByte)}};
+    const std::filesystem::path checkpoints = frugal::fuzz::scratch_dir() + "/checkpoints";
+    frugal::begin_sharded_checkpoint(checkpoints, ckpt.step);
+    frugal::write_checkpoint_shard(checkpoints, ckpt.step, 0, 1, shard);
     Fixture f;
-    f.dir = frugal::save_checkpoint(frugal::fuzz::scratch_dir() + "/checkpoints", ckpt, 0);
+    f.dir = frugal::publish_sharded_checkpoint(checkpoints, ckpt, 1, 0);
     for (size_t i = 0; i < kFiles.size(); ++i) {
       f.original[i] = frugal::io::read_file(f.dir / kFiles[i]);
     }
-    // FRUGAL_FUZZ_SEEDS=<folder>: write the valid inputs (tools/fuzz_seeds.sh).
+    // FRUGAL_FUZZ_SEEDS=<folder>: write the valid inputs (fuzz/make_seeds.py).
     if (const char* seeds = std::getenv("FRUGAL_FUZZ_SEEDS")) {
       for (size_t i = 0; i < kFiles.size(); ++i) {
         frugal::fuzz::write_bytes(std::string(seeds) + "/valid-" + kFiles[i],
@@ -79,7 +90,7 @@ FRUGAL_FUZZ_ENTRY(checkpoint) {
   });
   frugal::fuzz::expect_frugal_errors_only([&] {
     frugal::io::CheckpointFiles files(f.dir);
-    for (const char* name : {"model.pt", "optimizer.pt", "state.pt"}) {
+    for (const char* name : {"model.pt", "optimizer.pt", "state.pt", kShard}) {
       frugal::io::CheckpointFile& file = files.file(name);
       for (const std::string& tensor : file.names()) {
         const int64_t n = file.numel(tensor);
