@@ -178,27 +178,10 @@ CheckpointFile& CheckpointFiles::file(const std::string& name) {
   auto it = impl_->open.find(name);
   if (it != impl_->open.end()) return *it->second;
   const detail::Manifest& m = impl_->manifest;
-  const nlohmann::json& entry = m.entry(name);
   const fs::path path = m.dir / name;
   std::unique_ptr<CheckpointFile> file;
-  if (entry.contains("index")) {  // a shard: its index is a file of its own
-    const std::string index = entry.value("index", std::string());
-    detail::TensorFileSummary summary;
-    try {
-      const std::string text = m.read_checked(index);
-      impl_->index_bytes += static_cast<int64_t>(text.size());
-      summary = detail::summary_from_json(nlohmann::json::parse(text), (m.dir / index).string());
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(fmt::format("{}: {}", (m.dir / index).string(), e.what()));
-    }
-    if (summary.bytes != entry.value("bytes", int64_t{-1}) ||
-        summary.fnv1a64 != entry.value("fnv1a64", std::string())) {
-      throw Error(fmt::format("{}: does not describe '{}' as the manifest does",
-                              (m.dir / index).string(), name));
-    }
-    file = std::make_unique<IndexedFile>(path, std::move(summary));
-  } else if (entry.contains("blocks") && entry.contains("tensors")) {
-    file = std::make_unique<IndexedFile>(path, detail::summary_from_json(entry, m.path.string()));
+  if (auto index = m.block_index(name, &impl_->index_bytes)) {
+    file = std::make_unique<IndexedFile>(path, std::move(*index));
   } else {
     file = std::make_unique<WholeFile>(path, m.read_checked(name));
   }

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "fd.h"
@@ -51,9 +52,9 @@ std::string Manifest::read_checked(const std::string& name) const {
   return bytes;
 }
 
-void Manifest::verify(const std::string& name) const {
-  const nlohmann::json& e = entry(name);
-  const fs::path p = dir / name;
+namespace {
+// A listed file opened, its size checked against the manifest's entry `e`.
+Fd open_sized(const fs::path& p, const nlohmann::json& e) {
   Fd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st {};
   if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) {
@@ -65,6 +66,70 @@ void Manifest::verify(const std::string& name) const {
     throw Error(fmt::format("{}: truncated or altered ({} bytes, manifest says {})", p.string(),
                             static_cast<size_t>(st.st_size), expected));
   }
+  return fd;
+}
+}  // namespace
+
+std::optional<TensorFileSummary> Manifest::block_index(const std::string& name,
+                                                       int64_t* index_bytes) const {
+  const nlohmann::json& e = entry(name);
+  if (e.contains("index")) {  // a shard: its index is a file of its own
+    const nlohmann::json& named = e["index"];
+    if (!named.is_string()) throw Error(fmt::format("{}: corrupt manifest (the index of '{}')", path.string(), name));
+    const std::string index = named.get<std::string>();
+    TensorFileSummary summary;
+    try {
+      const std::string text = read_checked(index);
+      if (index_bytes != nullptr) *index_bytes += static_cast<int64_t>(text.size());
+      summary = summary_from_json(nlohmann::json::parse(text), (dir / index).string());
+    } catch (const nlohmann::json::exception& ex) {
+      throw Error(fmt::format("{}: {}", (dir / index).string(), ex.what()));
+    }
+    if (summary.bytes != e.value("bytes", int64_t{-1}) ||
+        summary.fnv1a64 != e.value("fnv1a64", std::string())) {
+      throw Error(fmt::format("{}: does not describe '{}' as the manifest does",
+                              (dir / index).string(), name));
+    }
+    return summary;
+  }
+  if (e.contains("blocks") && e.contains("tensors")) return summary_from_json(e, path.string());
+  return std::nullopt;
+}
+
+int64_t Manifest::verify_blocks(const std::string& name, const TensorFileSummary& index,
+                                int64_t first, int64_t last) const {
+  const fs::path p = dir / name;
+  Fd fd = open_sized(p, entry(name));
+  std::string buffer(static_cast<size_t>(std::min<int64_t>(int64_t{1} << 20, index.block_bytes)), '\0');
+  int64_t read = 0;
+  for (int64_t b = first; b < last; ++b) {
+    const int64_t start = b * index.block_bytes;
+    const int64_t end = std::min(index.bytes, start + index.block_bytes);
+    std::uint64_t hash = kFnv1a64Offset;
+    for (int64_t at = start; at < end;) {
+      const ssize_t n = ::pread(fd.get(), buffer.data(),
+                                static_cast<size_t>(std::min<int64_t>(end - at, static_cast<int64_t>(buffer.size()))),
+                                static_cast<off_t>(at));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw Error(fmt::format("cannot read '{}': {}", p.string(), std::strerror(errno)));
+      if (n == 0) throw Error(fmt::format("{}: truncated (ends before byte {})", p.string(), at));
+      hash = fnv1a64(std::string_view(buffer.data(), static_cast<size_t>(n)), hash);
+      at += n;
+      read += n;
+    }
+    if (hex64(hash) != index.blocks[static_cast<size_t>(b)]) {
+      throw Error(fmt::format("{}: corrupt (the hash of bytes {}..{} does not match the manifest)",
+                              p.string(), start, end));
+    }
+  }
+  return read;
+}
+
+void Manifest::check_size(const std::string& name) const { open_sized(dir / name, entry(name)); }
+
+void Manifest::verify(const std::string& name) const {
+  const fs::path p = dir / name;
+  Fd fd = open_sized(p, entry(name));
   std::string buffer(size_t{1} << 20, '\0');
   std::uint64_t hash = kFnv1a64Offset;
   for (;;) {
@@ -76,7 +141,7 @@ void Manifest::verify(const std::string& name) const {
     if (n == 0) break;
     hash = fnv1a64(std::string_view(buffer.data(), static_cast<size_t>(n)), hash);
   }
-  if (hex64(hash) != e.value("fnv1a64", std::string())) {
+  if (hex64(hash) != entry(name).value("fnv1a64", std::string())) {
     throw Error(fmt::format("{}: corrupt (content hash does not match the manifest)", p.string()));
   }
 }

@@ -4,8 +4,11 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "tensor_file.h"
 
 namespace frugal::io::detail {
 
@@ -26,6 +29,17 @@ struct Manifest {
   std::string read_checked(const std::string& name) const;
   // The same check, reading the file in pieces (memory bounded by one piece).
   void verify(const std::string& name) const;
+  // Only that the file is there, readable, and of the size the manifest says.
+  void check_size(const std::string& name) const;
+  // A tensor file's index (where each tensor lies, the hash of every block), or none for a
+  // file without one: inline in the manifest (model.pt, optimizer.pt), or the file of its own
+  // that the entry names (a shard's), read and checked; its bytes are added to `index_bytes`.
+  std::optional<TensorFileSummary> block_index(const std::string& name,
+                                               int64_t* index_bytes = nullptr) const;
+  // The file's size, and blocks [first, last) of it against `index`'s hashes, read in pieces;
+  // returns the bytes read.
+  int64_t verify_blocks(const std::string& name, const TensorFileSummary& index, int64_t first,
+                        int64_t last) const;
   // What a complete checkpoint of this kind holds: optimizer.pt unless sharded (then only
   // when listed), every rank's shard when sharded.
   std::vector<std::string> required_files() const;

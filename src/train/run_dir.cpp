@@ -36,9 +36,10 @@ fs::path move_aside(const fs::path& ckpt) {
 // resume: auto. The newest checkpoint that verifies (every file's size and hash, every shard);
 // newer ones that do not are named with the reason and, when `create`, moved aside.
 std::optional<fs::path> resume_auto(const fs::path& checkpoints, bool create,
+                                    const CheckpointVerifier& verify,
                                     std::vector<std::string>& warnings) {
   RejectedCheckpoints rejected;
-  const auto valid = newest_valid_checkpoint(checkpoints, &rejected);
+  const auto valid = newest_valid_checkpoint(checkpoints, &rejected, verify);
   if (rejected.empty()) return valid;
   if (!valid) {
     throw Error(fmt::format(
@@ -59,7 +60,7 @@ std::optional<fs::path> resume_auto(const fs::path& checkpoints, bool create,
 
 }  // namespace
 
-RunDirPlan prepare_run_dir(const Config& cfg, bool create) {
+RunDirPlan prepare_run_dir(const Config& cfg, bool create, const CheckpointVerifier& verify) {
   RunDirPlan plan;
   plan.dir = fs::path(cfg.run.dir) / cfg.run.name;
   const std::string& resume = cfg.run.resume;
@@ -71,13 +72,13 @@ RunDirPlan prepare_run_dir(const Config& cfg, bool create) {
     }
     // The checkpoint asked for, or an error naming its bad file: never another one instead.
     try {
-      verify_checkpoint(ckpt);
+      if (verify) verify(ckpt); else verify_checkpoint(ckpt);
     } catch (const Error& e) {
       throw Error(fmt::format("run.resume: {}", e.what()));
     }
     plan.resume_from = ckpt;
   } else if (resume == "auto") {
-    plan.resume_from = resume_auto(plan.dir / "checkpoints", create, plan.warnings);
+    plan.resume_from = resume_auto(plan.dir / "checkpoints", create, verify, plan.warnings);
   }
 
   if (plan.resume_from) {

@@ -9,6 +9,7 @@
 #include "frugal/config/load.h"
 #include "frugal/data/dataset.h"
 #include "frugal/data/loader.h"
+#include "frugal/distributed/checkpoint_verify.h"
 #include "frugal/distributed/communicator.h"
 #include "frugal/distributed/fatal_dump.h"
 #include "frugal/engine/device.h"
@@ -187,7 +188,14 @@ TrainResult Trainer::run() {
   if (!s.main) log::set_level(log::Level::warn);
 
   // Every rank decides (and fails) alike; rank 0 alone creates, and the others wait for it.
-  s.plan = prepare_run_dir(cfg, /*create=*/s.main);
+  // A job's ranks verify a checkpoint together, each reading its share of it.
+  CheckpointVerifier verify;
+  if (s.comm && s.comm->size() > 1) {
+    verify = [comm = s.comm](const std::filesystem::path& ckpt) {
+      dist::verify_checkpoint_together(*comm, ckpt);
+    };
+  }
+  s.plan = prepare_run_dir(cfg, /*create=*/s.main, verify);
   // A rank stopped by a signal, or by a failure no caller can catch, still leaves its
   // collectives' record in the run directory (distributed/fatal_dump.h).
   std::optional<dist::FatalDumpScope> fatal_dump;

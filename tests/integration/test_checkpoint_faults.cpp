@@ -119,6 +119,13 @@ struct Runner {
   }
 };
 
+// A run of `steps` steps keeping the newest `keep_last` checkpoints.
+Runner runner(const std::string& launch, const fs::path& runs, const std::string& settings,
+              int steps, int keep_last) {
+  return {launch, runs,
+          settings + fmt::format(" --set train.max_steps={} --set train.keep_last={}", steps, keep_last)};
+}
+
 // stderr's error lines ("frugal: error: ..."): a user error is exactly one.
 std::vector<std::string> error_lines(const std::string& err) {
   std::vector<std::string> out;
@@ -158,8 +165,7 @@ TEST_CASE("a save stopped after byte N keeps the previous checkpoint, and resume
           "[integration][reliability]") {
   test::TempDir dir("frugal-save-faults");
   const int steps = 8;
-  const Runner r{"", dir.path(), kSingle + fmt::format(" --set train.max_steps={}", steps) +
-                                     " --set train.keep_last=2"};
+  const Runner r = runner("", dir.path(), kSingle, steps, 2);
   auto ref = r.run("reference");
   INFO(ref.out << ref.err);
   REQUIRE(ref.exit_code == 0);
@@ -181,9 +187,7 @@ TEST_CASE("world 2 zero3 under launch: a save stopped after byte N, resumed, end
           "[integration][reliability][multiproc]") {
   test::TempDir dir("frugal-save-faults-zero3");
   const int steps = 8;
-  const Runner r{"launch --nproc-per-node 2 --master-port 0 --", dir.path(),
-                 kZero3 + fmt::format(" --set train.max_steps={}", steps) +
-                     " --set train.keep_last=2"};
+  const Runner r = runner("launch --nproc-per-node 2 --master-port 0 --", dir.path(), kZero3, steps, 2);
   auto ref = r.run("reference");
   INFO(ref.out << ref.err);
   REQUIRE(ref.exit_code == 0);
@@ -201,30 +205,29 @@ TEST_CASE("world 2 zero3 under launch: a save stopped after byte N, resumed, end
   WARN("3 saves stopped, world 2 zero3, " << rank0 << " bytes a save on rank 0:" << stops);
 }
 
-TEST_CASE("a bit-flipped or truncated newest checkpoint: resume auto falls back, resume=DIR fails",
-          "[integration][reliability]") {
-  test::TempDir dir("frugal-damaged-ckpt");
-  const int steps = 12;
-  const Runner r{"", dir.path(), kSingle + fmt::format(" --set train.max_steps={}", steps) +
-                                     " --set train.keep_last=3"};
+namespace {
+
+struct Damage {
+  std::string name, file, message;
+  void (*apply)(std::string&);
+};
+
+void flip_middle(std::string& b) { b[b.size() / 2] = static_cast<char>(b[b.size() / 2] ^ 0x10); }
+void cut_100(std::string& b) { b.resize(b.size() - 100); }
+
+// Each damage done to the newest checkpoint of a finished run: asked for by name, an error
+// naming the file (exit 2, nothing changed); under resume: auto, a warning naming it, the
+// previous checkpoint taken instead, and a run that ends where the reference ended.
+void check_damaged_newest(const Runner& r, int steps, const std::vector<Damage>& damages) {
   auto ref = r.run("reference");
   INFO(ref.out << ref.err);
   REQUIRE(ref.exit_code == 0);
-  struct Damage {
-    std::string name, file, message;
-    void (*apply)(std::string&);
-  };
-  const std::vector<Damage> damages{
-      {"flipped", "model.pt", "corrupt (content hash does not match the manifest)",
-       [](std::string& b) { b[b.size() / 2] = static_cast<char>(b[b.size() / 2] ^ 0x10); }},
-      {"truncated", "optimizer.pt", "truncated or altered",
-       [](std::string& b) { b.resize(b.size() - 100); }},
-  };
+  const bool job = !r.launch.empty();
   for (const Damage& d : damages) {
     INFO(d.name << " " << d.file);
     auto whole = r.run(d.name);
     REQUIRE(whole.exit_code == 0);
-    const fs::path run = dir / d.name;
+    const fs::path run = r.runs / d.name;
     const fs::path newest = step_dir(run, steps), previous = step_dir(run, steps - 2);
     const fs::path bad = newest / d.file;
     std::string bytes = test::read_text(bad);
@@ -232,18 +235,20 @@ TEST_CASE("a bit-flipped or truncated newest checkpoint: resume auto falls back,
     test::write_text(bad, bytes);
     const std::string config_before = test::read_text(run / "config.resolved.yaml");
 
-    // Asked for by name: an error naming the file, exit 2, nothing changed.
     auto named = r.run(d.name, "", "--set run.resume=" + test::quote(newest.string()));
     INFO(named.out << named.err);
     CHECK(named.exit_code == 2);
-    CHECK(test::count_lines(named.err) == 1);
-    CHECK_THAT(named.err, Catch::StartsWith("frugal: error: run.resume: " + bad.string() + ": " +
-                                            d.message));
+    const std::string error = "frugal: error: run.resume: " + bad.string() + ": " + d.message;
+    if (job) {  // every rank found the same (each verified its share, and they agreed)
+      CHECK(error_lines(named.err).size() >= 1);
+      CHECK_THAT(named.err, Catch::Contains(error));
+    } else {
+      CHECK(test::count_lines(named.err) == 1);
+      CHECK_THAT(named.err, Catch::StartsWith(error));
+    }
     CHECK(test::read_text(bad) == bytes);
     CHECK(test::read_text(run / "config.resolved.yaml") == config_before);
 
-    // resume: auto: a warning naming the checkpoint and why, the one it takes instead, and the
-    // run ends where the reference ended.
     auto fell_back = r.run(d.name);
     INFO(fell_back.out << fell_back.err);
     REQUIRE(fell_back.exit_code == 0);
@@ -253,18 +258,43 @@ TEST_CASE("a bit-flipped or truncated newest checkpoint: resume auto falls back,
     CHECK_THAT(said, Catch::Contains("moved aside to '" + newest.string() + ".rejected'"));
     CHECK_THAT(said, Catch::Contains("run.resume: auto: resuming from '" + previous.string() +
                                      "', the newest valid checkpoint"));
-    CHECK_THAT(said, Catch::Contains("resumed from " + previous.string() + " (step 10)"));
+    CHECK_THAT(said, Catch::Contains("resumed from " + previous.string() + " (step " +
+                                     std::to_string(steps - 2) + ")"));
     CHECK(test::read_text(fs::path(newest.string() + ".rejected") / d.file) == bytes);
-    check_identical(step_dir(dir / "reference", steps), newest);
+    check_identical(step_dir(r.runs / "reference", steps), newest);
   }
+}
+
+}  // namespace
+
+TEST_CASE("a bit-flipped or truncated newest checkpoint: resume auto falls back, resume=DIR fails",
+          "[integration][reliability]") {
+  test::TempDir dir("frugal-damaged-ckpt");
+  const int steps = 12;
+  const Runner r = runner("", dir.path(), kSingle, steps, 3);
+  check_damaged_newest(r, steps,
+                       {{"flipped", "model.pt", "corrupt (content hash does not match the manifest)", flip_middle},
+                        {"truncated", "optimizer.pt", "truncated or altered", cut_100}});
+}
+
+TEST_CASE("world 2 zero3: ranks verify a damaged newest checkpoint together and agree to fall back",
+          "[integration][reliability][multiproc]") {
+  test::TempDir dir("frugal-damaged-zero3");
+  const int steps = 8;
+  const Runner r = runner("launch --nproc-per-node 2 --master-port 0 --", dir.path(), kZero3, steps, 3);
+  // Rank 1's shard flipped in its middle: rank 1 checks that half of each file's blocks, so
+  // rank 0 learns of it only from rank 1. Rank 0's shard cut short: every rank sees the size.
+  check_damaged_newest(
+      r, steps,
+      {{"flipped", shard_file_name(1, 2), "corrupt (the hash of bytes", flip_middle},
+       {"truncated", shard_file_name(0, 2), "truncated or altered", cut_100}});
 }
 
 TEST_CASE("a save that fails with ENOSPC: one line naming the file, the previous checkpoint kept",
           "[integration][reliability]") {
   test::TempDir dir("frugal-enospc");
   const int steps = 6;
-  const Runner r{"", dir.path(), kSingle + fmt::format(" --set train.max_steps={}", steps) +
-                                     " --set train.keep_last=2"};
+  const Runner r = runner("", dir.path(), kSingle, steps, 2);
   auto ref = r.run("reference");
   REQUIRE(ref.exit_code == 0);
   const fs::path reference = step_dir(dir / "reference", steps);

@@ -205,4 +205,58 @@ TEST_CASE("the resharding reader cuts any range across the shards, with or witho
   }
 }
 
+TEST_CASE("verifying a checkpoint in parts: each reads about its share, together they find any "
+          "damage",
+          "[io][unit][checkpoint]") {
+  test::TempDir dir("frugal-ckpt-verify-parts");
+  const fs::path c = write_whole(dir.path());
+  int64_t all = 0;
+  for (const auto& e : fs::directory_iterator(c)) {
+    if (e.path().filename() != "manifest.json") all += static_cast<int64_t>(e.file_size());
+  }
+  for (int parts : {2, 3, 4}) {
+    INFO(parts << " parts");
+    int64_t together = 0;
+    for (int part = 0; part < parts; ++part) {
+      const int64_t read = verify_checkpoint_part(c, part, parts);
+      // model.pt (4 MiB) split by blocks; the small files whole, by turns.
+      CHECK(read < all / parts + all / 50);
+      together += read;
+    }
+    CHECK(together >= static_cast<int64_t>(fs::file_size(c / "model.pt")));
+    CHECK(together < all + all / 100);
+  }
+  CHECK_THROWS_AS(verify_checkpoint_part(c, 2, 2), std::invalid_argument);
+
+  // One flipped byte in model.pt's block at 70% of the file: only the part whose share holds
+  // it says so, naming the file and the bytes; the others pass.
+  const std::string original = test::read_text(c / "model.pt");
+  const nlohmann::json index = nlohmann::json::parse(test::read_text(c / "manifest.json"))["files"]["model.pt"];
+  const int64_t block = index["block_bytes"].get<int64_t>();
+  const auto blocks = static_cast<int64_t>(index["blocks"].size());
+  const int64_t flipped = blocks * 7 / 10, at = flipped * block + 100;
+  REQUIRE(at < static_cast<int64_t>(original.size()));
+  std::string damaged = original;
+  damaged[static_cast<size_t>(at)] = static_cast<char>(damaged[static_cast<size_t>(at)] ^ 1);
+  test::write_text(c / "model.pt", damaged);
+  int failed = -1;
+  for (int part = 0; part < 4; ++part) {
+    try {
+      verify_checkpoint_part(c, part, 4);
+    } catch (const Error& e) {
+      CHECK(failed == -1);
+      failed = part;
+      CHECK_THAT(e.what(), Catch::Contains((c / "model.pt").string() + ": corrupt (the hash of bytes " +
+                                           std::to_string(flipped * block)));
+    }
+  }
+  CHECK(failed == static_cast<int>(flipped * 4 / blocks));  // the part whose quarter holds it
+  CHECK_THROWS_AS(verify_checkpoint(c), Error);
+  // Cut short: every part sees the size.
+  test::write_text(c / "model.pt", original.substr(0, original.size() - 1));
+  for (int part = 0; part < 4; ++part) {
+    CHECK_THROWS_WITH(verify_checkpoint_part(c, part, 4), Catch::Contains("truncated or altered"));
+  }
+}
+
 }  // namespace checkpoint_files_test

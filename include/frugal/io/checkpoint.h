@@ -22,6 +22,7 @@
 #include "frugal/io/named_tensors.h"
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -61,11 +62,22 @@ Checkpoint load_checkpoint_info(const std::filesystem::path& checkpoint_dir);
 // every file a checkpoint of its kind needs (every rank's shard of a sharded one), and each file
 // it lists has the size and hash it says. A frugal::Error naming the first file that fails.
 void verify_checkpoint(const std::filesystem::path& checkpoint_dir);
-// The newest checkpoint under dir that verify_checkpoint accepts, if any; the newer ones it
-// rejected go to `rejected`, newest first, each with the reason (which names the bad file).
+// A share of verify_checkpoint's work, for the ranks of a job to split it
+// (distributed/checkpoint_verify.h): every part checks that every file is there with its size;
+// of the bytes' hashes, part `part` of `parts` checks its slice of the blocks of each indexed
+// file (tensor files: model.pt, optimizer.pt, each shard) and, whole, every parts-th of the
+// other files (meta.json, the shards' index files). Together the parts check everything
+// verify_checkpoint checks, each reading about 1/parts of the bytes. Returns the bytes this
+// part read (index files included); a frugal::Error names the first bad file.
+int64_t verify_checkpoint_part(const std::filesystem::path& checkpoint_dir, int part, int parts);
+// The newest checkpoint under dir that `verify` (by default verify_checkpoint) accepts, if
+// any; the newer ones it rejected go to `rejected`, newest first, each with the reason (which
+// names the bad file). `verify` throws a frugal::Error for a bad checkpoint.
 using RejectedCheckpoints = std::vector<std::pair<std::filesystem::path, std::string>>;
+using CheckpointVerifier = std::function<void(const std::filesystem::path& checkpoint_dir)>;
 std::optional<std::filesystem::path> newest_valid_checkpoint(
-    const std::filesystem::path& dir, RejectedCheckpoints* rejected = nullptr);
+    const std::filesystem::path& dir, RejectedCheckpoints* rejected = nullptr,
+    const CheckpointVerifier& verify = {});
 
 // Writing a checkpoint from a job: these calls in this order, each followed by a barrier of
 // the job. Rank 0 prepares the temporary directory (refusing an existing checkpoint of that

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "frugal/config/config.h"
+#include "frugal/io/checkpoint.h"
 
 namespace frugal {
 
@@ -29,6 +30,9 @@ struct RunDirPlan {
 // Decides, and creates the directory (removing the old one only when run.overwrite is true).
 // With create = false it only decides, raising the same errors: the other ranks of a job,
 // while rank 0 creates.
-RunDirPlan prepare_run_dir(const Config& cfg, bool create = true);
+// `verify` checks a checkpoint before it is taken (by default io's verify_checkpoint; a job
+// passes dist::verify_checkpoint_together, so that its ranks share the reading and agree).
+RunDirPlan prepare_run_dir(const Config& cfg, bool create = true,
+                           const CheckpointVerifier& verify = {});
 
 }  // namespace frugal

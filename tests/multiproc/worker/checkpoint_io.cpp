@@ -26,6 +26,7 @@
 #include <set>
 
 #include "frugal/distributed/checkpoint_reader.h"
+#include "frugal/distributed/checkpoint_verify.h"
 #include "frugal/distributed/communicator.h"
 #include "frugal/engine/engine.h"
 #include "frugal/io/atomic_file.h"
@@ -287,6 +288,11 @@ int load(const fs::path& dir) {
   Job job = build();
   const auto ckpt = latest_checkpoint(dir / "checkpoints");
   require(ckpt.has_value(), "a checkpoint to load");
+  // Verified first, as the trainer does: the ranks share the reading.
+  const int64_t verified = dist::verify_checkpoint_together(*job.comm, *ckpt);
+  int64_t all_files = 0;
+  const json listed = json::parse(io::read_file(*ckpt / "manifest.json"))["files"];
+  for (const auto& [_, e] : listed.items()) all_files += e["bytes"].get<int64_t>();
   const int64_t live = memory::cpu_counters().current_bytes;
   memory::reset_cpu_peak();
   dist::CheckpointReader reader(*ckpt, job.comm->rank());
@@ -305,7 +311,12 @@ int load(const fs::path& dir) {
   json report = {{"rank", job.comm->rank()},         {"same_layout", same_layout},
                  {"load_extra_bytes", extra},         {"unit_state_bytes", bound},
                  {"bytes_read", read},                {"info_bytes_read", info_bytes},
-                 {"kept_state_bytes", after - live},  {"whole", whole}};
+                 {"kept_state_bytes", after - live},  {"whole", whole},
+                 {"verify_bytes_read", verified},     {"all_files_bytes", all_files}};
+  // Each rank verifies about 1/world of the bytes (the index files are read by every rank
+  // whose blocks they describe), never all of them as one process verifying alone does.
+  require(verified < all_files / job.comm->size() + all_files / 20,
+          "verifying together reads about 1/world of the checkpoint: " + report.dump());
   if (whole) {
     const WholeReads needed = needed_whole_bytes(*ckpt, now, job.comm->rank());
     report["bytes_needed"] = needed.least;
