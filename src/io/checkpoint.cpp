@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "checkpoint_manifest.h"
@@ -227,14 +228,39 @@ int64_t verify_checkpoint_part(const fs::path& cdir, int part, int parts) {
   }
   const Manifest m = read_manifest(cdir);
   const std::vector<std::string> names = files_to_verify(m);
+  // Sharded by as many ranks as there are parts: part r checks shard r and its index whole,
+  // the shard rank r resumes from under the same layout (its reads then find the bytes in the
+  // page cache), and only the sizes of the others.
+  std::map<std::string, int> owner;
+  if (m.sharded() && m.shard_world() == parts) {
+    for (int r = 0; r < parts; ++r) {
+      owner[shard_file_name(r, parts)] = r;
+      owner[shard_index_name(shard_file_name(r, parts))] = r;
+    }
+  }
   int64_t read = 0;
+  // All of one file: by its blocks when it has an index, else whole.
+  auto verify_all = [&](const std::string& name) {
+    if (auto index = m.block_index(name, &read)) {
+      read += m.verify_blocks(name, *index, 0, static_cast<int64_t>(index->blocks.size()));
+    } else {
+      m.verify(name);
+      read += m.entry(name).value("bytes", int64_t{0});
+    }
+  };
   for (size_t k = 0; k < names.size(); ++k) {
-    if (auto index = m.block_index(names[k], &read)) {
+    const auto own = owner.find(names[k]);
+    if (own != owner.end()) {
+      if (own->second == part) {
+        verify_all(names[k]);
+      } else {
+        m.check_size(names[k]);
+      }
+    } else if (auto index = m.block_index(names[k], &read)) {
       const auto blocks = static_cast<int64_t>(index->blocks.size());
       read += m.verify_blocks(names[k], *index, blocks * part / parts, blocks * (part + 1) / parts);
     } else if (static_cast<int>(k % static_cast<size_t>(parts)) == part) {
-      m.verify(names[k]);
-      read += m.entry(names[k]).value("bytes", int64_t{0});
+      verify_all(names[k]);
     } else {
       m.check_size(names[k]);  // present and whole; its hash is another part's to check
     }

@@ -282,8 +282,8 @@ TEST_CASE("world 2 zero3: ranks verify a damaged newest checkpoint together and 
   test::TempDir dir("frugal-damaged-zero3");
   const int steps = 8;
   const Runner r = runner("launch --nproc-per-node 2 --master-port 0 --", dir.path(), kZero3, steps, 3);
-  // Rank 1's shard flipped in its middle: rank 1 checks that half of each file's blocks, so
-  // rank 0 learns of it only from rank 1. Rank 0's shard cut short: every rank sees the size.
+  // Rank 1's shard flipped in its middle: rank 1 alone checks its own shard's hashes, so rank
+  // 0 learns of it only from rank 1. Rank 0's shard cut short: every rank sees the size.
   check_damaged_newest(
       r, steps,
       {{"flipped", shard_file_name(1, 2), "corrupt (the hash of bytes", flip_middle},

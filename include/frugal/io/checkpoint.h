@@ -64,11 +64,13 @@ Checkpoint load_checkpoint_info(const std::filesystem::path& checkpoint_dir);
 void verify_checkpoint(const std::filesystem::path& checkpoint_dir);
 // A share of verify_checkpoint's work, for the ranks of a job to split it
 // (distributed/checkpoint_verify.h): every part checks that every file is there with its size;
-// of the bytes' hashes, part `part` of `parts` checks its slice of the blocks of each indexed
-// file (tensor files: model.pt, optimizer.pt, each shard) and, whole, every parts-th of the
-// other files (meta.json, the shards' index files). Together the parts check everything
-// verify_checkpoint checks, each reading about 1/parts of the bytes. Returns the bytes this
-// part read (index files included); a frugal::Error names the first bad file.
+// of the bytes' hashes, part `part` of `parts` checks shard `part` whole when the checkpoint
+// was sharded by `parts` ranks (the shard that rank resumes from under the same layout), its
+// slice of the blocks of every other indexed file (model.pt, optimizer.pt, the shards of
+// another world size), and whole every parts-th of the remaining files (meta.json, index
+// files). Together the parts check everything verify_checkpoint checks, each reading about
+// 1/parts of the bytes. Returns the bytes this part read (index files included); a
+// frugal::Error names the first bad file.
 int64_t verify_checkpoint_part(const std::filesystem::path& checkpoint_dir, int part, int parts);
 // The newest checkpoint under dir that `verify` (by default verify_checkpoint) accepts, if
 // any; the newer ones it rejected go to `rejected`, newest first, each with the reason (which
