@@ -67,10 +67,9 @@ class HashingSink {
     if (bytes.empty() || err_ != 0) return;
     if ((err_ = write_checkpoint_bytes(fd_, bytes, write_all)) != 0) return;
     written_ += static_cast<int64_t>(bytes.size());
-    hash_ = fnv1a64(bytes, hash_);
     while (!bytes.empty()) {
       const size_t take = std::min<size_t>(bytes.size(), block_bytes_ - block_fill_);
-      block_hash_ = fnv1a64(bytes.substr(0, take), block_hash_);
+      fnv1a64_both(bytes.substr(0, take), hash_, block_hash_);
       block_fill_ += static_cast<int64_t>(take);
       bytes.remove_prefix(take);
       if (block_fill_ == block_bytes_) {

@@ -135,6 +135,11 @@ TEST_CASE("fnv1a64 matches the reference vectors and hashes in pieces", "[io][un
   CHECK(io::fnv1a64_hex("foobar") == "85944171f73967e8");
   CHECK(io::fnv1a64("bar", io::fnv1a64("foo")) == io::fnv1a64("foobar"));
   CHECK(io::hex64(0x1) == "0000000000000001");
+  // Two running hashes in one pass: a file's so far ("foo") and a new block's.
+  std::uint64_t file = io::fnv1a64("foo"), block = io::kFnv1a64Offset;
+  io::fnv1a64_both("bar", file, block);
+  CHECK(file == io::fnv1a64("foobar"));
+  CHECK(block == io::fnv1a64("bar"));
 }
 
 TEST_CASE("remove_tree deletes a directory tree without following symlinks", "[io][unit]") {
