@@ -56,20 +56,6 @@ fs::path step_dir(const fs::path& run, int step) {
 }
 
 
-void check_identical(const fs::path& expected, const fs::path& got) {
-  INFO("expected " << expected << ", got " << got);
-  REQUIRE(fs::exists(got));
-  const auto want = test::checkpoint_contents(expected);
-  const auto have = test::checkpoint_contents(got);
-  REQUIRE(want.size() >= 4);
-  REQUIRE(have.size() == want.size());
-  for (const auto& [file, bytes] : want) {
-    INFO(file);
-    REQUIRE(have.count(file) == 1);
-    CHECK(have.at(file) == bytes);
-  }
-}
-
 // The bytes one save writes: every file of a checkpoint, manifest included (all go through
 // io::write_file_synced, which the hooks count). `but` leaves one file out (another rank's).
 uint64_t save_bytes(const fs::path& ckpt, const std::string& but = "") {
@@ -154,7 +140,7 @@ int stop_and_resume(const Runner& r, const std::string& name, uint64_t bytes, in
   INFO("resumed: " << resumed.out << resumed.err);
   REQUIRE(resumed.exit_code == 0);
   if (newest) CHECK_THAT(resumed.out + resumed.err, Catch::Contains("resumed from " + newest->string()));
-  check_identical(reference, step_dir(run, steps));
+  test::check_identical(reference, step_dir(run, steps));
   CHECK(litter(run).empty());
   return newest ? std::stoi(newest->filename().string().substr(5)) : 0;
 }
@@ -261,7 +247,7 @@ void check_damaged_newest(const Runner& r, int steps, const std::vector<Damage>&
     CHECK_THAT(said, Catch::Contains("resumed from " + previous.string() + " (step " +
                                      std::to_string(steps - 2) + ")"));
     CHECK(test::read_text(fs::path(newest.string() + ".rejected") / d.file) == bytes);
-    check_identical(step_dir(r.runs / "reference", steps), newest);
+    test::check_identical(step_dir(r.runs / "reference", steps), newest);
   }
 }
 
@@ -318,7 +304,7 @@ TEST_CASE("a save that fails with ENOSPC: one line naming the file, the previous
   REQUIRE(resumed.exit_code == 0);
   CHECK_THAT(resumed.out + resumed.err,
              Catch::Contains("resumed from " + step_dir(dir / "full", 2).string()));
-  check_identical(reference, step_dir(dir / "full", steps));
+  test::check_identical(reference, step_dir(dir / "full", steps));
 }
 
 namespace {
@@ -405,7 +391,7 @@ TEST_CASE("a full disk and a read-only checkpoint directory (tmpfs): clean error
   auto roomy = on_small.run("full");
   INFO(roomy.out << roomy.err);
   REQUIRE(roomy.exit_code == 0);
-  check_identical(reference, step_dir(run, steps));
+  test::check_identical(reference, step_dir(run, steps));
 
   // Read-only: a run's checkpoints folder that can be read but not written (root bypasses
   // permission bits, not a read-only mount). Its first leg stops in its second save.
@@ -434,7 +420,7 @@ TEST_CASE("a full disk and a read-only checkpoint directory (tmpfs): clean error
   REQUIRE(writable.exit_code == 0);
   CHECK_THAT(writable.out + writable.err,
              Catch::Contains("resumed from " + step_dir(ro_run, 2).string()));
-  check_identical(reference, step_dir(ro_run, steps));
+  test::check_identical(reference, step_dir(ro_run, steps));
 }
 
 }  // namespace checkpoint_faults

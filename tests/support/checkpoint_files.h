@@ -1,6 +1,8 @@
 // A checkpoint's contents for byte-for-byte comparisons between runs.
 #pragma once
 
+#include <catch2/catch.hpp>
+
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -28,6 +30,21 @@ inline std::map<std::string, std::string> checkpoint_contents(const std::filesys
     out[file] = std::move(bytes);
   }
   return out;
+}
+
+// Two checkpoints equal file for file, byte for byte (by checkpoint_contents).
+inline void check_identical(const std::filesystem::path& expected, const std::filesystem::path& got) {
+  INFO("expected " << expected << ", got " << got);
+  REQUIRE(std::filesystem::exists(got));
+  const auto want = checkpoint_contents(expected);
+  const auto have = checkpoint_contents(got);
+  REQUIRE(want.size() >= 2);
+  REQUIRE(have.size() == want.size());
+  for (const auto& [file, bytes] : want) {
+    INFO(file);
+    REQUIRE(have.count(file) == 1);
+    CHECK(have.at(file) == bytes);
+  }
 }
 
 }  // namespace frugal::test
