@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "frugal/config/load.h"
+#include "frugal/distributed/checkpoint_reader.h"
 #include "frugal/distributed/sharded_state.h"
 #include "frugal/hf/folder.h"
 #include "frugal/io/checkpoint.h"
@@ -47,19 +48,25 @@ fs::path resolve_checkpoint(const fs::path& source) {
                           source.string()));
 }
 
-// A sharded checkpoint's whole weights: every rank's shards put back together by parameter
-// name (the layout in meta.json), then what was saved unsharded (buffers, frozen parameters).
-NamedTensors consolidate(const fs::path& dir, const Checkpoint& ckpt) {
+// The checkpoint's whole weights, in the layout's order then what was saved unsharded
+// (buffers, frozen parameters): a sharded checkpoint's parameters put back together by name
+// from the ranks' shards, reading only their bytes (not the optimizer state beside them).
+NamedTensors weights(const fs::path& dir, dist::CheckpointReader& reader) {
+  if (!reader.has_shards()) return reader.model();
   const std::string what = (dir / "meta.json").string();
-  const nlohmann::json meta = io::checkpoint_meta(ckpt, dir);
-  if (!meta.contains("sharding")) throw Error(what + ": a sharded checkpoint without its layout");
+  const nlohmann::json meta = io::checkpoint_meta(reader.checkpoint(), dir);
   const dist::ShardLayout layout = dist::layout_from_json(meta["sharding"].dump(), what);
-  const auto whole = dist::unshard(layout, ckpt.shards, "param");
+  auto whole = reader.whole("param");
   NamedTensors out;
   for (const auto& flat : layout.flats) {
-    for (const auto& name : flat.names) out.emplace_back(name, whole.at(name).contiguous());
+    for (const auto& name : flat.names) {
+      auto it = whole.find(name);
+      if (it == whole.end()) throw Error(fmt::format("{}: no saved value of '{}'", dir.string(), name));
+      out.emplace_back(name, std::move(it->second));
+    }
   }
-  out.insert(out.end(), ckpt.model.begin(), ckpt.model.end());
+  const NamedTensors& rest = reader.model();
+  out.insert(out.end(), rest.begin(), rest.end());
   return out;
 }
 
@@ -86,10 +93,10 @@ void add_export(CLI::App& app, Action& run) {
                                 out.string()));
       }
       const fs::path ckpt_dir = resolve_checkpoint(args->source);
-      Checkpoint ckpt = load_checkpoint(ckpt_dir);
-      const NamedTensors tensors = ckpt.shard_world > 0 ? consolidate(ckpt_dir, ckpt) : ckpt.model;
+      dist::CheckpointReader reader(ckpt_dir, /*rank=*/0);
+      const NamedTensors tensors = weights(ckpt_dir, reader);
       if (args->format == "hf") {
-        const ModelConfig model = model_of(ckpt_dir, ckpt);
+        const ModelConfig model = model_of(ckpt_dir, reader.checkpoint());
         // The tokenizer files come along from the folder the run started from.
         const fs::path tokenizer_dir =
             fs::is_directory(model.init_from) ? fs::path(model.init_from) : fs::path();

@@ -48,46 +48,4 @@ ShardLayout layout_from_json(const std::string& text, const std::string& what) {
 
 std::string shard_key(const std::string& flat, const std::string& kind) { return flat + "/" + kind; }
 
-std::map<std::string, at::Tensor> unshard(const ShardLayout& layout,
-                                          const std::vector<io::NamedTensors>& shards,
-                                          const std::string& kind) {
-  if (static_cast<int>(shards.size()) != layout.world_size) {
-    throw Error(fmt::format("sharded checkpoint: {} shards for a world of {}", shards.size(),
-                            layout.world_size));
-  }
-  std::vector<std::map<std::string, at::Tensor>> by_rank;
-  for (const auto& shard : shards) by_rank.emplace_back(shard.begin(), shard.end());
-  std::map<std::string, at::Tensor> out;
-  for (const FlatLayout& f : layout.flats) {
-    const std::string key = shard_key(f.name, kind);
-    if (by_rank.front().count(key) == 0) continue;
-    std::vector<at::Tensor> parts;
-    for (int r = 0; r < layout.world_size; ++r) {
-      auto it = by_rank[r].find(key);
-      if (it == by_rank[r].end()) {
-        throw Error(fmt::format("sharded checkpoint: rank {}'s shard lacks '{}'", r, key));
-      }
-      parts.push_back(it->second);
-    }
-    if (kind == "step") {
-      for (const auto& name : f.names) out[name] = parts.front();
-      continue;
-    }
-    const int64_t expected = f.shard_numel(layout.world_size);
-    for (int r = 0; r < layout.world_size; ++r) {
-      if (parts[r].numel() != expected) {
-        throw Error(fmt::format("sharded checkpoint: rank {}'s '{}' has {} elements, the layout "
-                                "says {}", r, key, parts[r].numel(), expected));
-      }
-    }
-    const at::Tensor whole = at::cat(parts).narrow(0, 0, f.numel);
-    for (size_t i = 0; i < f.names.size(); ++i) {
-      int64_t n = 1;
-      for (int64_t d : f.shapes[i]) n *= d;
-      out[f.names[i]] = whole.narrow(0, f.offsets[i], n).view(f.shapes[i]);
-    }
-  }
-  return out;
-}
-
 }  // namespace frugal::dist

@@ -43,11 +43,4 @@ ShardLayout layout_from_json(const std::string& json, const std::string& what);
 // the optimizer's (optim/param_state.h).
 std::string shard_key(const std::string& flat, const std::string& kind);
 
-// Whole tensors by parameter name of `kind`, from every rank's shard (shards[r] = rank r's).
-// A flat buffer without `kind` (no optimizer state yet) contributes nothing; "step" gives
-// each parameter its flat buffer's step. A missing or mis-sized shard is a frugal::Error.
-std::map<std::string, at::Tensor> unshard(const ShardLayout& layout,
-                                          const std::vector<io::NamedTensors>& shards,
-                                          const std::string& kind);
-
 }  // namespace frugal::dist
