@@ -93,6 +93,9 @@ void add_export(CLI::App& app, Action& run) {
                                 out.string()));
       }
       const fs::path ckpt_dir = resolve_checkpoint(args->source);
+      // Every file checked first, as a resume does: the reader below verifies only the blocks
+      // it reads, and a damaged checkpoint is refused whole, naming the file.
+      verify_checkpoint(ckpt_dir);
       dist::CheckpointReader reader(ckpt_dir, /*rank=*/0);
       const NamedTensors tensors = weights(ckpt_dir, reader);
       if (args->format == "hf") {
