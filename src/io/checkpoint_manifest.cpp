@@ -68,6 +68,22 @@ Fd open_sized(const fs::path& p, const nlohmann::json& e) {
   }
   return fd;
 }
+
+// The FNV-1a hash of bytes [start, end) of an open file, read through `buffer` in pieces.
+std::uint64_t hash_range(const Fd& fd, const fs::path& p, int64_t start, int64_t end,
+                         std::string& buffer) {
+  std::uint64_t hash = kFnv1a64Offset;
+  for (int64_t at = start; at < end;) {
+    const auto want = std::min<int64_t>(end - at, static_cast<int64_t>(buffer.size()));
+    const ssize_t n = ::pread(fd.get(), buffer.data(), static_cast<size_t>(want), static_cast<off_t>(at));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw Error(fmt::format("cannot read '{}': {}", p.string(), std::strerror(errno)));
+    if (n == 0) throw Error(fmt::format("{}: truncated (ends before byte {})", p.string(), at));
+    hash = fnv1a64(std::string_view(buffer.data(), static_cast<size_t>(n)), hash);
+    at += n;
+  }
+  return hash;
+}
 }  // namespace
 
 std::optional<TensorFileSummary> Manifest::block_index(const std::string& name,
@@ -105,22 +121,11 @@ int64_t Manifest::verify_blocks(const std::string& name, const TensorFileSummary
   for (int64_t b = first; b < last; ++b) {
     const int64_t start = b * index.block_bytes;
     const int64_t end = std::min(index.bytes, start + index.block_bytes);
-    std::uint64_t hash = kFnv1a64Offset;
-    for (int64_t at = start; at < end;) {
-      const ssize_t n = ::pread(fd.get(), buffer.data(),
-                                static_cast<size_t>(std::min<int64_t>(end - at, static_cast<int64_t>(buffer.size()))),
-                                static_cast<off_t>(at));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw Error(fmt::format("cannot read '{}': {}", p.string(), std::strerror(errno)));
-      if (n == 0) throw Error(fmt::format("{}: truncated (ends before byte {})", p.string(), at));
-      hash = fnv1a64(std::string_view(buffer.data(), static_cast<size_t>(n)), hash);
-      at += n;
-      read += n;
-    }
-    if (hex64(hash) != index.blocks[static_cast<size_t>(b)]) {
+    if (hex64(hash_range(fd, p, start, end, buffer)) != index.blocks[static_cast<size_t>(b)]) {
       throw Error(fmt::format("{}: corrupt (the hash of bytes {}..{} does not match the manifest)",
                               p.string(), start, end));
     }
+    read += end - start;
   }
   return read;
 }
@@ -129,19 +134,11 @@ void Manifest::check_size(const std::string& name) const { open_sized(dir / name
 
 void Manifest::verify(const std::string& name) const {
   const fs::path p = dir / name;
-  Fd fd = open_sized(p, entry(name));
+  const nlohmann::json& e = entry(name);
+  Fd fd = open_sized(p, e);
   std::string buffer(size_t{1} << 20, '\0');
-  std::uint64_t hash = kFnv1a64Offset;
-  for (;;) {
-    const ssize_t n = ::read(fd.get(), buffer.data(), buffer.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw Error(fmt::format("cannot read '{}': {}", p.string(), std::strerror(errno)));
-    }
-    if (n == 0) break;
-    hash = fnv1a64(std::string_view(buffer.data(), static_cast<size_t>(n)), hash);
-  }
-  if (hex64(hash) != entry(name).value("fnv1a64", std::string())) {
+  const std::uint64_t hash = hash_range(fd, p, 0, e.value("bytes", int64_t{0}), buffer);
+  if (hex64(hash) != e.value("fnv1a64", std::string())) {
     throw Error(fmt::format("{}: corrupt (content hash does not match the manifest)", p.string()));
   }
 }
