@@ -27,7 +27,9 @@ void add_train(CLI::App& app, Action& run) {
                                                    : std::string());
       if (!std::isnan(r.last_loss)) std::cout << fmt::format("train loss: {:.4f}\n", r.last_loss);
       if (!std::isnan(r.val_loss)) std::cout << fmt::format("val loss: {:.4f}\n", r.val_loss);
-      std::cout << fmt::format("checkpoint: {}\n", r.last_checkpoint.string());
+      if (!r.last_checkpoint.empty()) {
+        std::cout << fmt::format("checkpoint: {}\n", r.last_checkpoint.string());
+      }
       if (!r.sample.empty()) std::cout << "--- sample ---\n" << r.sample << "\n--- end sample ---\n";
       return 0;
     };

@@ -102,6 +102,7 @@ void for_each_field(C& c, Visit&& visit) {
   visit("train", "log_every", c.train.log_every);
   visit("train", "checkpoint_every", c.train.checkpoint_every);
   visit("train", "keep_last", c.train.keep_last);
+  visit("train", "save_final", c.train.save_final);
   visit("train", "progress", c.train.progress);
   visit("train", "metrics_per_rank", c.train.metrics_per_rank);
   visit("train", "peak_flops", c.train.peak_flops);

@@ -18,6 +18,7 @@
 #include "frugal/io/module_state.h"
 #include "frugal/optim/param_state.h"
 #include "frugal/strategy/gradient_hooks.h"
+#include "frugal/strategy/offload_stream.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
 
@@ -205,7 +206,7 @@ void ZeroSharding::set_offload_params(bool pin_memory) {
   if (stage_ != 3) throw Error("strategy.offload.params: needs strategy.sharding.mode zero3");
   if (!state_->flats.empty()) throw std::logic_error("set_offload_params after setup");
   offload_params_ = at::TensorOptions().device(at::kCPU).pinned_memory(
-      pin_memory && at::globalContext().hasCUDA());
+      pin_memory && offload_stream::pinned_allocator_works());
 }
 
 void ZeroSharding::setup(const ShardingSetup& setup) {

@@ -127,7 +127,8 @@ ActivationOffload::Handle ActivationOffload::stash(const at::Tensor& t) {
   auto entry = std::make_shared<Entry>();
   entry->device = t.device();
   const bool cuda = t.is_cuda();
-  entry->host = host_like(t, cuda && pin_memory_, host_);
+  const bool pinned = cuda && pin_memory_ && offload_stream::pinned_allocator_works();
+  entry->host = host_like(t, pinned, host_);
   if (cuda) {
     // After the compute stream produced `t`; `t` stays allocated until the side stream is done.
     const auto produced = offload_stream::mark(t.device());

@@ -8,11 +8,19 @@
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <atomic>
 #include <mutex>
+#include <stdexcept>
+
+#include "frugal/util/log.h"
 
 namespace frugal::offload_stream {
 namespace {
+
+// c10's messages carry a C++ backtrace after their first line.
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 std::atomic<int64_t> next_marker{1};
 std::mutex trace_mutex;
@@ -88,15 +96,56 @@ PageSpan page_span(uintptr_t address, int64_t bytes, int64_t page_size) {
   return span;
 }
 
-at::Tensor page_locked_bytes(int64_t bytes) {
+const char* host_memory_name(HostMemory kind) {
+  switch (kind) {
+    case HostMemory::kRegistered:
+      return "page-locked (cudaHostRegister)";
+    case HostMemory::kPinnedAllocator:
+      return "pinned (torch's pinned allocator)";
+    case HostMemory::kPageable:
+      break;
+  }
+  return "pageable (copies wait for the host)";
+}
+
+HostBytes host_bytes_with_fallback(int64_t bytes,
+                                   const std::function<at::Tensor(int64_t)>& register_pages,
+                                   const std::function<at::Tensor(int64_t)>& pinned_allocator) {
+  HostBytes got;
+  try {
+    got.bytes = register_pages(bytes);
+    got.kind = HostMemory::kRegistered;
+    return got;
+  } catch (const std::exception& e) {
+    got.refused = fmt::format("cudaHostRegister refused: {}", first_line(e.what()));
+  }
+  try {
+    got.bytes = pinned_allocator(bytes);
+    got.kind = HostMemory::kPinnedAllocator;
+    return got;
+  } catch (const std::exception& e) {
+    got.refused += fmt::format("; the pinned allocator refused: {}", first_line(e.what()));
+  }
+  got.bytes = at::empty({bytes}, at::TensorOptions().dtype(at::kByte));
+  got.kind = HostMemory::kPageable;
+  return got;
+}
+
+namespace {
+
+at::Tensor registered_bytes(int64_t bytes) {
   const int64_t page = sysconf(_SC_PAGESIZE);
   // One page more than locked, so that the locked range can start on a page boundary.
   const int64_t room = (bytes + page - 1) / page * page + page;
   at::Tensor backing = at::empty({room}, at::TensorOptions().dtype(at::kByte));
   const PageSpan span = page_span(reinterpret_cast<uintptr_t>(backing.data_ptr()), bytes, page);
   uint8_t* start = backing.data_ptr<uint8_t>() + span.skip;
-  C10_CUDA_CHECK(
-      cudaHostRegister(start, static_cast<size_t>(span.locked), cudaHostRegisterDefault));
+  const cudaError_t err =
+      cudaHostRegister(start, static_cast<size_t>(span.locked), cudaHostRegisterDefault);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky: clear it, so that the next CUDA call does not see it
+    throw std::runtime_error(cudaGetErrorString(err));
+  }
   return at::from_blob(
       start, {bytes},
       [backing](void* p) {
@@ -104,6 +153,43 @@ at::Tensor page_locked_bytes(int64_t bytes) {
         (void)cudaHostUnregister(p);
       },
       at::TensorOptions().dtype(at::kByte));
+}
+
+at::Tensor pinned_bytes(int64_t bytes) {
+  return at::empty({bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+}
+
+}  // namespace
+
+at::Tensor page_locked_bytes(int64_t bytes) {
+  HostBytes got = host_bytes_with_fallback(bytes, registered_bytes, pinned_bytes);
+  // Said once per process and kind: every offloading rank's log tells which it had.
+  static std::atomic<bool> said[3] = {false, false, false};
+  if (!said[static_cast<int>(got.kind)].exchange(true)) {
+    const std::string line = fmt::format("offload host memory: {}{}", host_memory_name(got.kind),
+                                         got.refused.empty() ? "" : " (" + got.refused + ")");
+    if (got.kind == HostMemory::kRegistered) {
+      log::info(line);
+    } else {
+      log::warn(line);
+    }
+  }
+  return got.bytes;
+}
+
+bool pinned_allocator_works() {
+  static const bool works = [] {
+    if (!at::globalContext().hasCUDA()) return false;
+    try {
+      (void)pinned_bytes(64);
+      return true;
+    } catch (const std::exception& e) {
+      log::warn(fmt::format("offload host memory: pageable (the pinned allocator refused: {})",
+                            first_line(e.what())));
+      return false;
+    }
+  }();
+  return works;
 }
 
 }  // namespace frugal::offload_stream

@@ -290,7 +290,7 @@ TrainResult Trainer::run() {
   log::info(metrics.summary());
 
   result.steps = s.engine->steps_done();
-  if (s.checkpoints->last_step() != result.steps) {
+  if (cfg.train.save_final && s.checkpoints->last_step() != result.steps) {
     s.save(result.steps);
     log::info(fmt::format("checkpoint: {}", s.checkpoints->last().string()));
   }

@@ -2,12 +2,14 @@
 // build, copied elsewhere (the original removed), run with torch found through a second venv at
 // another path, its binaries load that torch and the bundle's own libraries, carry no absolute
 // RUNPATH, and its CPU tests, a training run (TensorBoard's files too) and the GPU check's CPU
-// dry run pass from there.
+// dry runs (both modes, with faults injected) return complete summaries from there.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include "support/helpers.h"
 
@@ -35,6 +37,48 @@ std::map<std::string, std::string> loaded_libraries(const std::string& ld_debug_
   return by_name;
 }
 
+// The summary's table rows: (check, result), in order; every row must have five cells and a
+// result that is one of the five words (PASS, FAIL, SKIPPED, INCONCLUSIVE, MEASURED).
+std::vector<std::pair<std::string, std::string>> summary_rows(const std::string& summary) {
+  std::vector<std::pair<std::string, std::string>> rows;
+  const std::regex result(R"((PASS|FAIL|SKIPPED|INCONCLUSIVE|MEASURED)( \(.+\))?)");
+  std::istringstream in(summary);
+  bool table = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line == "|---|---|---|---|---|") {
+      table = true;
+      continue;
+    }
+    if (!table || line.rfind("| ", 0) != 0) {
+      table = table && line.rfind("| ", 0) == 0;
+      continue;
+    }
+    std::vector<std::string> cells;
+    for (size_t at = 2; at < line.size();) {
+      const size_t end = line.find(" | ", at);
+      cells.push_back(line.substr(at, end == std::string::npos ? line.size() - at - 2 : end - at));
+      if (end == std::string::npos) break;
+      at = end + 3;
+    }
+    INFO(line);
+    CHECK(cells.size() == 5);
+    CHECK(std::regex_match(cells.at(1), result));
+    rows.emplace_back(cells.at(0), cells.at(1));
+  }
+  return rows;
+}
+std::vector<std::string> titles(const std::vector<std::pair<std::string, std::string>>& rows) {
+  std::vector<std::string> t;
+  for (const auto& r : rows) t.push_back(r.first);
+  return t;
+}
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("the GPU bundle runs relocated, with torch from another venv",
@@ -42,11 +86,17 @@ TEST_CASE("the GPU bundle runs relocated, with torch from another venv",
   test::TempDir dir("frugal-bundle");
   const fs::path built = dir / "built", bundle = dir / "elsewhere" / "gpu bundle";
   must("bash " + test::quote((test::source_dir() / "tools/gpu/bundle.sh").string()) +
-       " --build-dir " + test::quote(test::binary_dir().string()) + " -o " +
+       " --build-dir " + test::quote(test::binary_dir().string()) + " --no-deps -o " +
        test::quote(built.string()));
   const std::string manifest = test::read_text(built / "MANIFEST");
   INFO(manifest);
   CHECK_THAT(manifest, Catch::Contains("torch: 2.11.0"));
+  // The source-build fallback's source tree travels with it (check.sh builds from it where the
+  // bundle's frugal does not start).
+  CHECK_THAT(manifest, Catch::Contains("source-build fallback: source.tar.gz"));
+  auto source = must("tar -tzf " + test::quote((built / "source.tar.gz").string()));
+  CHECK_THAT(source.out, Catch::Contains("tools/gpu/build_from_source.sh\n"));
+  CHECK_THAT(source.out, Catch::Contains("CMakeLists.txt\n"));
   // The size limit: bundle.sh fails over 48 MiB; measured again here on the copy.
   fs::create_directories(bundle.parent_path());
   must("cp -a " + test::quote(built.string()) + " " + test::quote(bundle.string()) + " && rm -rf " +
@@ -118,15 +168,64 @@ TEST_CASE("the GPU bundle runs relocated, with torch from another venv",
   }
   CHECK(event_files == 1);
 
-  // The GPU check's dry run on this CPU, from the copy: every row passes or says why it skipped.
-  const fs::path out = dir / "gpu-out";
-  auto check = test::run_command(env + "OUT=" + test::quote(out.string()) + " bash " +
-                                 test::quote((bundle / "check.sh").string()) + " --quick");
-  const std::string summary = test::read_text(out / "summary.md");
-  INFO(check.out << check.err << "\n-- summary.md:\n" << summary);
-  CHECK(check.exit_code == 0);
-  CHECK_THAT(summary, Catch::Contains("| fp32 on cpu | pass |"));
-  CHECK_THAT(summary, Catch::Contains("| resume at step 10 of 20 | pass |"));
-  CHECK_THAT(summary, Catch::Contains("0 failed"));
-  CHECK(fs::exists(out / "logs.tar.gz"));
+  // The GPU check's dry runs on this CPU, from the copy, with faults injected: a run that hangs
+  // (stopped at its limit), a reference that fails, a benchmark figure that never comes. Each
+  // summary still has exactly one row per check, in order, each result one of the five words.
+  const std::string check_sh = "bash " + test::quote((bundle / "check.sh").string());
+  {
+    const fs::path out = dir / "gpu-out";
+    auto check = test::run_command(
+        env + "OUT=" + test::quote(out.string()) +
+            " FRUGAL_GPU_RUN_TIMEOUT=30 FRUGAL_GPU_INJECT='hang=acc4 fail=drop-none' " + check_sh,
+        900);
+    const std::string summary = test::read_text(out / "summary.md");
+    INFO(check.out << check.err << "\n-- summary.md:\n" << summary);
+    CHECK(check.exit_code == 1);
+    const auto rows = summary_rows(summary);
+    CHECK(titles(rows) == lines(must(env + check_sh + " --list").out));
+    for (const auto& [title, result] : rows) {
+      INFO(title << ": " << result);
+      if (title == "accumulation 4 (micro-batch 4)") {
+        CHECK_THAT(result, Catch::StartsWith("FAIL (timeout: acc4 stopped at its limit"));
+      } else if (title == "full checkpointing, dropout 0.1") {
+        CHECK_THAT(result, Catch::StartsWith("FAIL (reference: drop-none exited with 1"));
+      } else if (title.rfind("Catch2 [cuda][", 0) == 0) {
+        CHECK_THAT(result, Catch::StartsWith("SKIPPED (no CUDA: "));
+      } else if (title.find("fp16") != std::string::npos || title.rfind("peak allocated", 0) == 0 ||
+                 title.rfind("allocator snapshot", 0) == 0) {
+        CHECK_THAT(result, Catch::StartsWith("SKIPPED (no CUDA"));
+      } else {
+        CHECK(result == "PASS");
+      }
+    }
+    CHECK_THAT(summary, Catch::Contains("\n2 failed, 0 inconclusive, 5 skipped; total "));
+    // Only the three files in $OUT; the logs (the hung run's among them) in the archive.
+    std::set<std::string> files;
+    for (const auto& e : fs::directory_iterator(out)) files.insert(e.path().filename().string());
+    CHECK(files == std::set<std::string>{"check.log", "logs.tar.gz", "summary.md"});
+    auto listing = must("tar -tzf " + test::quote((out / "logs.tar.gz").string()));
+    CHECK_THAT(listing.out, Catch::Contains("logs/acc4.log"));
+    CHECK_THAT(test::read_text(out / "check.log"), Catch::Contains("acc4: stopped after 30 s (limit)"));
+  }
+  {
+    const fs::path out = dir / "gpu-out-bench";
+    auto check = test::run_command(env + "OUT=" + test::quote(out.string()) +
+                                       " FRUGAL_GPU_STEPS=8 FRUGAL_GPU_INJECT='fail=python-full "
+                                       "nojson=python-compile' " +
+                                       check_sh + " --bench",
+                                   900);
+    const std::string summary = test::read_text(out / "summary.md");
+    INFO(check.out << check.err << "\n-- summary.md:\n" << summary);
+    CHECK(check.exit_code == 1);
+    const auto rows = summary_rows(summary);
+    CHECK(titles(rows) == lines(must(env + check_sh + " --list --bench").out));
+    std::map<std::string, std::string> result(rows.begin(), rows.end());
+    CHECK(result["PyTorch eager, checkpointing none (the reference)"] == "MEASURED");
+    CHECK(result["frugal, checkpointing none"] == "MEASURED");
+    CHECK_THAT(result["frugal, checkpointing full"],
+               Catch::StartsWith("FAIL (reference: python-full exited with 1; python-full.log)"));
+    CHECK_THAT(result["frugal, optimizer offload"], Catch::Matches("PASS|FAIL"));
+    CHECK(result["PyTorch torch.compile (with the time left)"] ==
+          "FAIL (no figures: python-compile.json missing)");
+  }
 }

@@ -114,6 +114,23 @@ TEST_CASE("keep_last prunes old checkpoints, resume at max_steps does nothing",
   CHECK(list_checkpoints(r.run_dir / "checkpoints").size() == 2);
 }
 
+TEST_CASE("train.save_final: false writes no checkpoint at the end; periodic ones stay",
+          "[integration][resume]") {
+  test::TempDir runs("frugal-save-final");
+  Config cfg = tiny_config(runs.path(), "nofinal", 15);
+  cfg.train.save_final = false;
+  cfg.train.checkpoint_every = 0;
+  TrainResult r = Trainer(cfg).run();
+  CHECK(r.last_checkpoint.empty());
+  CHECK_FALSE(std::filesystem::exists(r.run_dir / "checkpoints" / "step_00000015"));
+  cfg.run.name = "periodic";
+  cfg.train.checkpoint_every = 10;
+  TrainResult p = Trainer(cfg).run();
+  auto all = list_checkpoints(p.run_dir / "checkpoints");
+  REQUIRE(all.size() == 1);
+  CHECK(all[0].filename() == "step_00000010");
+}
+
 TEST_CASE("training on synthetic tokens lowers the loss", "[integration]") {
   test::TempDir runs("frugal-learn");
   Config cfg = tiny_config(runs.path(), "learn", 60);

@@ -203,3 +203,36 @@ TEST_CASE("an error in the host thread's step surfaces from finish_pipeline", "[
   // The optimizer's groups were restored: every master is still there.
   CHECK(failing.param_groups()[0].params().size() == ps.size());
 }
+
+TEST_CASE("host memory for offload falls back when page-locking is refused",
+          "[offload][unit]") {
+  auto works = [](int64_t n) { return at::zeros({n}, at::kByte); };
+  auto refuses = [](const char* why) {
+    return [why](int64_t) -> at::Tensor { throw std::runtime_error(why); };
+  };
+  SECTION("cudaHostRegister taken when it works") {
+    os::HostBytes got = os::host_bytes_with_fallback(100, works, refuses("unused"));
+    CHECK(got.kind == os::HostMemory::kRegistered);
+    CHECK(got.bytes.numel() == 100);
+    CHECK(got.refused.empty());
+  }
+  SECTION("torch's pinned allocator when cudaHostRegister is refused") {
+    os::HostBytes got =
+        os::host_bytes_with_fallback(100, refuses("operation not supported\nbacktrace"), works);
+    CHECK(got.kind == os::HostMemory::kPinnedAllocator);
+    CHECK(got.bytes.numel() == 100);
+    CHECK(got.refused == "cudaHostRegister refused: operation not supported");
+  }
+  SECTION("pageable memory when both are refused, each refusal said") {
+    os::HostBytes got =
+        os::host_bytes_with_fallback(100, refuses("not supported"), refuses("out of memory"));
+    CHECK(got.kind == os::HostMemory::kPageable);
+    CHECK(got.bytes.numel() == 100);
+    CHECK_FALSE(got.bytes.is_pinned());
+    CHECK(got.refused ==
+          "cudaHostRegister refused: not supported; the pinned allocator refused: out of memory");
+    CHECK(std::string(os::host_memory_name(got.kind)).rfind("pageable", 0) == 0);
+  }
+  // Without CUDA nothing is pinned: the pinned allocator is not asked.
+  if (!at::globalContext().hasCUDA()) CHECK_FALSE(os::pinned_allocator_works());
+}

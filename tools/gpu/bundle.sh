@@ -7,10 +7,12 @@
 # `python3 -c 'import torch'` on every call, so no path of this machine is baked in (the
 # binaries' RUNPATH is $ORIGIN/../lib alone).
 #
-#   bash tools/gpu/bundle.sh [-o DIR] [--build-dir DIR]
+#   bash tools/gpu/bundle.sh [-o DIR] [--build-dir DIR] [--no-deps]
 #     -o DIR          where the bundle goes (default: gpu-bundle/, git-ignored); replaced whole
 #     --build-dir DIR take the binaries from this build, as they are (default: run
 #                     tools/bootstrap.sh and take build/)
+#     --no-deps       leave out third_party_gpu/ (the source-build fallback's libraries, fetched
+#                     from Debian's registry by tools/gpu/fetch_deps.sh): the test suite's bundle
 # Then, through the device tool: bash gpu-bundle/check.sh   with carry: ["gpu-bundle"]
 # The bundle is checked here by tests/integration/test_gpu_bundle.cpp (relocated, with torch
 # found through another venv).
@@ -18,11 +20,13 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 out="$root/gpu-bundle"
 build=""
+with_deps=1
 while [ $# -gt 0 ]; do
   case $1 in
     -o) out=$2; shift 2 ;;
     --build-dir) build=$2; shift 2 ;;
-    *) echo "bundle.sh: unknown argument '$1' (expected -o DIR or --build-dir DIR)" >&2; exit 2 ;;
+    --no-deps) with_deps=0; shift ;;
+    *) echo "bundle.sh: unknown argument '$1' (expected -o DIR, --build-dir DIR or --no-deps)" >&2; exit 2 ;;
   esac
 done
 say() { printf '[bundle] %s\n' "$*"; }
@@ -85,9 +89,22 @@ done
 
 # --- 3. What the GPU check reads, in the source tree's layout ---------------------------------
 copy() { for p in "$@"; do mkdir -p "$out/$(dirname "$p")"; cp -r "$root/$p" "$out/$p"; done; }
-copy configs tests/python bench/gpu bench/python tools/gpu/check.sh tools/gpu/reference
+copy configs tests/python bench/gpu bench/python tools/gpu/check.sh tools/gpu/lib.sh tools/gpu/reference
 cp "$root/tools/gpu/run" "$out/run"
 ln -s tools/gpu/check.sh "$out/check.sh"
+
+# --- 3b. What the source-build fallback needs (check.sh takes it when the bundle's frugal does
+#         not start there): the source tree as it is here, and the .deb files of the libraries
+#         that machine lacks (tools/gpu/fetch_deps.sh; --no-deps leaves them out) -------------
+(cd "$root" && { git ls-files; git ls-files --others --exclude-standard; } | sort -u |
+  while IFS= read -r f; do [ -f "$f" ] && printf '%s\n' "$f"; done |
+  tar -czf "$out/source.tar.gz" --files-from=-)
+deps="left out (--no-deps)"
+if [ $with_deps = 1 ]; then
+  bash "$root/tools/gpu/fetch_deps.sh"
+  cp -r "$root/third_party_gpu" "$out/third_party_gpu"
+  deps="third_party_gpu/ ($(du -sh "$out/third_party_gpu" | cut -f1))"
+fi
 
 # --- 4. The manifest: what it was built from and the oldest glibc it runs on -------------------
 newest() {  # newest PREFIX FILES...: the newest symbol version PREFIX_x.y.z the files need
@@ -106,6 +123,7 @@ size_kib=$(du -sk "$out" | cut -f1)
   echo "glibc needed: $glibc_needed"
   echo "GLIBCXX needed: $glibcxx_needed (lib/cxx/ has one, for glibc $cxx_glibc_needed or newer)"
   echo "size: $((size_kib / 1024)) MiB"
+  echo "source-build fallback: source.tar.gz; libraries: $deps"
   echo "libraries: $(cd "$out/lib" && find . -name '*.so*' | sed 's|^\./||' | sort | tr '\n' ' ')"
 } >"$out/MANIFEST"
 cat "$out/MANIFEST" | sed 's/^/[bundle] /'

@@ -137,6 +137,9 @@ struct TrainConfig {
   int64_t log_every = 10;
   int64_t checkpoint_every = 0;  // 0 = only at the end
   int64_t keep_last = 3;
+  // A checkpoint at the end of the run (when the last step has none): off for runs whose state
+  // nobody resumes or exports (benchmarks, the GPU check), where writing it would cost the most.
+  bool save_final = true;
   std::string progress = "auto";  // auto (bar on a terminal, lines otherwise) | bar | lines | none
   bool metrics_per_rank = false;  // multi-process: every rank also writes metrics.rank<N>.jsonl
   // FLOP/s of one rank's device, for MFU in the progress line and metrics.jsonl; 0 = the

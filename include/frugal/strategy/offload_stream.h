@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -46,7 +47,29 @@ PageSpan page_span(uintptr_t address, int64_t bytes, int64_t page_size);
 // CUDA devices are asynchronous, as a uint8 tensor that unlocks and frees it with its storage.
 // Exact size: PyTorch's pinned allocator rounds every allocation up to a power of two, up to
 // twice the host memory. The memory comes from the CPU allocator (frugal's tracking counts it).
+// Where the system refuses to lock pages (some sandboxes refuse cudaHostRegister), it falls back
+// to torch's pinned allocator, and where that is refused too, to pageable memory (copies then
+// wait for the host): logged once per process as "offload host memory: ..." (the GPU check's
+// rows quote it).
 at::Tensor page_locked_bytes(int64_t bytes);
+
+// How host memory for offload was obtained.
+enum class HostMemory { kRegistered, kPinnedAllocator, kPageable };
+const char* host_memory_name(HostMemory kind);
+struct HostBytes {
+  at::Tensor bytes;
+  HostMemory kind = HostMemory::kPageable;
+  std::string refused;  // why the better kinds were refused ("" when the first was taken)
+};
+// The fallback chain itself, with its two ways of locking memory passed in (each throws when
+// refused): page_locked_bytes passes cudaHostRegister and torch's pinned allocator; the tests
+// pass refusals of their own.
+HostBytes host_bytes_with_fallback(int64_t bytes,
+                                   const std::function<at::Tensor(int64_t)>& register_pages,
+                                   const std::function<at::Tensor(int64_t)>& pinned_allocator);
+// Whether torch's pinned allocator serves here (asked once, with a small allocation): zero3's
+// host shards and activation offload use it, and fall back to pageable memory with one warning.
+bool pinned_allocator_works();
 
 // The calls above in the order they happened, for tests (tests/unit/test_offload_stream.cpp).
 struct TraceEvent {

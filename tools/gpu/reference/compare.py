@@ -3,9 +3,6 @@ figures, with torch alone (the GPU machine's python3 has no other package). Each
 prints one JSON object on stdout.
 
   weights A.pt B.pt            max |a - b| over every tensor of two exported state dicts
-  weight-rows PAIRS.tsv        the same for every line "A.pt  B.pt  TOLERANCE  CHECK" of PAIRS
-                               (one torch import for all of check.sh's bit-exact rows): prints
-                               their summary rows, one a line, instead of a JSON object
   losses A.jsonl B.jsonl       max |a - b| and max relative difference of the logged losses
   scaler METRICS.jsonl INIT GROWTH_INTERVAL
                                torch.amp.GradScaler on this machine's device, fed an inf
@@ -15,6 +12,9 @@ prints one JSON object on stdout.
                                (bench/python/frugal_models.py), fp32, AdamW (per-parameter, as
                                LibTorch's), over STEPS steps
   snapshot FILE                loads frugal's allocator snapshot with torch.cuda._memory_viz
+  serve                        answers the subcommands above read from stdin, one a line, its
+                               arguments separated by tabs, one JSON line each (an exception
+                               is {"error": ...}): check.sh's comparisons share one torch import
 """
 import json
 import math
@@ -22,8 +22,8 @@ import os
 import pickle
 import sys
 
-# torch is imported by the subcommands that need it: its import costs seconds, and check.sh
-# calls this script once a row.
+# torch is imported by the subcommands that need it: its import costs seconds (check.sh asks
+# the CPU-side comparisons of one long-lived `serve` process).
 
 
 def records(path):
@@ -53,27 +53,6 @@ def losses(a, b):
     rel_d = max(abs(la[s] - lb[s]) / max(abs(lb[s]), 1e-30) for s in steps)
     return {"max_abs_diff": abs_d, "max_rel_diff": rel_d, "steps": len(steps),
             "final_a": la[steps[-1]], "final_b": lb[steps[-1]]}
-
-
-def weight_rows(pairs):
-    out = []
-    with open(pairs) as f:
-        for line in f:
-            if not line.strip():
-                continue
-            a, b, tol, check = line.rstrip("\n").split("\t")
-            try:
-                r = weights(a, b)
-            except Exception as e:  # an unreadable export is this row's failure, not the table's
-                r = {"error": f"{type(e).__name__}: {e}"}
-            ref = os.path.basename(b)[: -len(".pt")]
-            if "error" in r:
-                out.append(f"| {check} | FAIL ({r['error']}) | - | run '{ref}' | max abs diff <= {tol} |")
-                continue
-            ok = "pass" if r["max_abs_diff"] <= float(tol) else "FAIL"
-            out.append(f"| {check} | {ok} | max abs diff {r['max_abs_diff']} | run '{ref}' "
-                       f"| <= {tol} over {r['elements']} values |")
-    return out
 
 
 def scaler(path, init_scale, growth_interval):
@@ -139,14 +118,33 @@ def snapshot(path):
     return {"segments": len(segments), "trace_events": traces, "html_bytes": len(html)}
 
 
+COMMANDS = {"weights": weights, "losses": losses, "scaler": scaler, "memory": memory,
+            "snapshot": snapshot}
+
+
+def answer(cmd, args):
+    try:
+        if cmd not in COMMANDS:
+            return {"error": f"unknown subcommand {cmd!r}"}
+        return COMMANDS[cmd](*args)
+    except Exception as e:  # the row's failure, said in its cell, not the table's
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+def serve():
+    for line in sys.stdin:
+        parts = line.rstrip("\n").split("\t")
+        print(json.dumps(answer(parts[0], parts[1:])), flush=True)
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
-    if cmd == "weight-rows":
-        print("\n".join(weight_rows(*args)))
+    if cmd == "serve":
+        serve()
         return
-    fn = {"weights": weights, "losses": losses, "scaler": scaler, "memory": memory,
-          "snapshot": snapshot}[cmd]
-    print(json.dumps(fn(*args)))
+    result = answer(cmd, args)
+    print(json.dumps(result))
+    sys.exit(1 if "error" in result else 0)
 
 
 if __name__ == "__main__":
