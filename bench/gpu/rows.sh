@@ -66,8 +66,8 @@ row_bench_eager() {
   local extra
   mapfile -t extra < <(bench_set)
   # The model's sizes for the Python side (which has no YAML parser there).
-  bench_model=$("${frugal[@]}" config show "$bench_cfg" "${extra[@]}" 2>/dev/null | awk -f bench/gpu/model_json.awk)
-  bench_batch=$("${frugal[@]}" config show "$bench_cfg" "${extra[@]}" 2>/dev/null |
+  bench_model=$(timeout 60 "${frugal[@]}" config show "$bench_cfg" "${extra[@]}" 2>/dev/null | awk -f bench/gpu/model_json.awk)
+  bench_batch=$(timeout 60 "${frugal[@]}" config show "$bench_cfg" "${extra[@]}" 2>/dev/null |
     awk '/^data:/ {d=1; next} /^[a-z]/ {d=0} d && $1 == "micro_batch_size:" {print $2}')
   # Initial weights for both sides: one step of plain SGD (no optimizer state in the checkpoint),
   # exported.

@@ -9,9 +9,11 @@
 #
 #   (default)      the checks: every CUDA path against a reference computed in the same run
 #                  (frugal on another path, or Python PyTorch from the same wheel). Measured as a
-#                  CPU dry run (the test suite's): ~100 s here; on the GPU, allow ~2 s of CUDA
-#                  start-up for each of its ~25 processes and the Catch2 [cuda] cases: an
-#                  estimated 3 minutes, under the 230 s deadline
+#                  CPU dry run (the test suite's, GPU-only rows skipped): 40 s for its 30
+#                  processes on 2 busy cores. Allowance on the GPU: ~4 s of CUDA start-up for each
+#                  of ~25 CUDA processes, ~60 s for the crash trial and the GPT-2-sized memory rows:
+#                  an estimated 3-4 minutes, held to the 230 s deadline (the last rows say
+#                  "SKIPPED (time)" if it is reached)
 #   --bench        the GPT-2 124M bf16 benchmark alone: frugal against Python eager (first, the
 #                  reference) and torch.compile (last, with the time left); an estimated 2-3
 #                  minutes, under the same deadline
@@ -396,7 +398,7 @@ row_memory() {
   local f_peak model_json j p_peak
   f_peak=$("$py" -c "import json, sys; print(max(json.loads(l).get('mem_allocated_peak_bytes', 0) for l in open(sys.argv[1])))" \
     "$logs/metrics-mem.jsonl" 2>/dev/null)
-  model_json=$("${frugal[@]}" config show "${base[@]}" "${mem_set[@]}" 2>/dev/null | awk -f bench/gpu/model_json.awk)
+  model_json=$(timeout 60 "${frugal[@]}" config show "${base[@]}" "${mem_set[@]}" 2>/dev/null | awk -f bench/gpu/model_json.awk)
   j=$(run_named compare-memory 90 "$py" tools/gpu/reference/compare.py memory "$model_json" 8 3;
       grep '^{' "$logs/compare-memory.log" | tail -1)
   p_peak=$(field "$j" peak_bytes)
