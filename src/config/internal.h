@@ -133,6 +133,9 @@ std::string dump(const Config& config,
 
 // suggest.cpp: " (did you mean 'x'?)" when a candidate is close to `word`, else "".
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
+// Edits (insert, delete, substitute, swap of neighbours) between a and b, case-insensitive.
 size_t edit_distance(std::string_view a, std::string_view b);
+// frugal's key ("optim.lr") for another trainer's name of it ("learning_rate"), or null.
+const std::string* alias_of(std::string_view name);
 
 }  // namespace frugal::config_detail

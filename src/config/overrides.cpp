@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "internal.h"
+#include "schema.h"
 
 namespace frugal::config_detail {
 namespace {
@@ -39,11 +40,21 @@ void apply_override(Entry& root, const std::string& text) {
   const auto parts = split_dots(key);
   const bool empty_part =
       std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); });
+  if (eq == std::string::npos && text.find(':') != std::string::npos)
+    fail(loc, fmt::format("expected section.key=value, got '{}' (--set takes '=' where YAML "
+                          "writes ':', e.g. --set optim.lr=1e-3)",
+                          text));
   if (eq == std::string::npos || empty_part)
     fail(loc, "expected section.key=value (e.g. --set optim.lr=1e-3)");
 
   const std::string value = text.substr(eq + 1);
+  // "Q: hello" is a map to YAML (or an error, "Q: a? A:"); for a key that is not a section (a
+  // prompt, a name) the user meant the text. A map or list written as one ({a: 1}) stays YAML.
+  const std::string first = trim(value);
+  const bool text_with_colon = value.find(": ") != std::string::npos && !first.starts_with('{') &&
+                               !first.starts_with('[') && !schema_children(key);
   const YAML::Node node = [&] {
+    if (text_with_colon) return YAML::Node(value);
     try {
       return YAML::Load(value);
     } catch (const YAML::Exception& e) {

@@ -22,9 +22,13 @@ std::string elsewhere(std::string_view name) {
   return found.empty() ? "" : " (did you mean '" + found + "'?)";
 }
 
+// For an unknown key or section: a close sibling (a typo), else another trainer's name for a
+// key ("learning_rate" -> "optim.lr"), else the same name at another level.
 std::string suggestion(std::string_view name, const std::vector<std::string>& siblings) {
   const std::string close = did_you_mean(name, siblings);
-  return close.empty() ? elsewhere(name) : close;
+  if (!close.empty()) return close;
+  if (const std::string* alias = alias_of(name)) return " (did you mean '" + *alias + "'?)";
+  return elsewhere(name);
 }
 
 // `entry` is the section at entry.path, known to the schema.

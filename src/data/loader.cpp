@@ -66,10 +66,13 @@ Batch DataLoader::load(int64_t step) const {
 
 Batch DataLoader::next() {
   if (batches_per_epoch_ == 0) {
-    throw Error(
-        fmt::format("data: {} samples are fewer than one batch (data.micro_batch_size {} "
-                    "x {} ranks)",
-                    dataset_->size(), options_.batch_size, options_.world_size));
+    throw Error(options_.world_size > 1
+                    ? fmt::format("data: {} samples are fewer than one global batch of {} = {} per "
+                                  "rank x {} ranks",
+                                  dataset_->size(), options_.batch_size * options_.world_size,
+                                  options_.batch_size, options_.world_size)
+                    : fmt::format("data: {} samples are fewer than one batch of {}",
+                                  dataset_->size(), options_.batch_size));
   }
   if (options_.num_workers == 0) {
     Batch batch = load(next_);

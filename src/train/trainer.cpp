@@ -131,8 +131,19 @@ struct Trainer::Impl {
     lopts.world_size = comm ? comm->size() : 1;
     loader = std::make_unique<DataLoader>(train_data, lopts);
     if (loader->batches_per_epoch() < 1) {
-      throw Error(fmt::format("data: the training split has {} samples, fewer than one batch of {}",
-                              train_data->size(), lopts.batch_size));
+      // In the words of the job: a rank's share times the ranks, each share in its keys.
+      const std::string per_rank =
+          fmt::format("data.micro_batch_size {} x strategy.accumulation {}",
+                      cfg.data.micro_batch_size, cfg.strategy.accumulation);
+      throw Error(
+          lopts.world_size > 1
+              ? fmt::format("data: the training split has {} samples, fewer than one global batch "
+                            "of {} = {} per rank x {} ranks ({} per rank)",
+                            train_data->size(), lopts.batch_size * lopts.world_size,
+                            lopts.batch_size, lopts.world_size, per_rank)
+              : fmt::format("data: the training split has {} samples, fewer than one batch of {} "
+                            "({})",
+                            train_data->size(), lopts.batch_size, per_rank));
     }
     evaluator = std::make_unique<Evaluator>(
         cfg, make_dataset(cfg.data, cfg.model, Split::val, cfg.run.seed), *model,

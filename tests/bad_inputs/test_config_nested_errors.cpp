@@ -211,3 +211,36 @@ TEST_CASE("config nested errors: overrides and parents", "[config][bad_input]") 
   CHECK(error_of([&] { load_config(fixed); }) ==
         fixed + ":2:26: strategy.grad_scaler.growth_factor: must be > 1, got 0.5");
 }
+
+TEST_CASE("config errors: transposed letters and other trainers' names are recognised",
+          "[config][bad_input]") {
+  // One swap of neighbours is one edit, as a typist counts it.
+  CHECK(error_for("trian: {max_steps: 3}\n") ==
+        "c.yaml:1:1: unknown section 'trian' (did you mean 'train'?)");
+  CHECK(error_for("optim: {lr: 0.1, wieght_decay: 0.1}\n") ==
+        "c.yaml:1:18: unknown key 'optim.wieght_decay' (did you mean 'weight_decay'?)");
+  // Names from Hugging Face's TrainingArguments, Lightning and nanoGPT, wherever written.
+  CHECK(error_for("optim: {learning_rate: 0.1}\n") ==
+        "c.yaml:1:9: unknown key 'optim.learning_rate' (did you mean 'optim.lr'?)");
+  CHECK(error_for("train: {batch_size: 8}\n") ==
+        "c.yaml:1:9: unknown key 'train.batch_size' (did you mean 'data.micro_batch_size'?)");
+  CHECK(error_for("data: {batch_size: 8}\n") ==
+        "c.yaml:1:8: unknown key 'data.batch_size' (did you mean 'data.micro_batch_size'?)");
+  CHECK(error_for("train: {gradient_accumulation_steps: 4}\n") ==
+        "c.yaml:1:9: unknown key 'train.gradient_accumulation_steps' (did you mean "
+        "'strategy.accumulation'?)");
+}
+
+TEST_CASE("--set: a value with ': ' is text where the key is not a section; ':' for '=' explained",
+          "[config][bad_input]") {
+  const auto cfg = load_config_string("model: {type: gpt}\n", "c.yaml",
+                                      {"generate.prompt=Q: what is 2+2? A:"});
+  CHECK(cfg.generate.prompt == "Q: what is 2+2? A:");
+  // A section still takes a map written in one line.
+  const auto scaled = load_config_string("model: {type: gpt}\n", "c.yaml",
+                                         {"strategy.grad_scaler={init_scale: 8}"});
+  CHECK(scaled.strategy.grad_scaler.init_scale == 8.0);
+  CHECK(error_of([] { load_config_string("model: {type: gpt}\n", "c.yaml", {"optim.lr: 0.1"}); }) ==
+        "--set optim.lr: 0.1: expected section.key=value, got 'optim.lr: 0.1' (--set takes '=' "
+        "where YAML writes ':', e.g. --set optim.lr=1e-3)");
+}

@@ -89,3 +89,23 @@ TEST_CASE("launch with --max-restarts restarts a killed job, which resumes from 
   CHECK_THAT(e, Catch::Contains("frugal launch: restarting all 2 ranks (restart 1 of 1)"));
   CHECK_THAT(o, Catch::Contains("[rank 0] steps: 400 (resumed at "));
 }
+
+TEST_CASE("too little data for a job speaks of the global batch, per rank and ranks",
+          "[multiproc][launch][bad_input]") {
+  TempDir dir;
+  const auto cfg = dir / "few.yaml";
+  write_text(cfg, "run: {name: few, dir: '" + dir.path().string() + "'}\n"
+                  "model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16, block_size: 8, "
+                  "vocab_size: 32}\n"
+                  "data: {type: synthetic, micro_batch_size: 4, synthetic_samples: 6, "
+                  "num_workers: 0}\n"
+                  "train: {max_steps: 2, progress: none, eval_batches: 0}\n"
+                  "strategy: {sharding: ddp}\n");
+  CommandResult r = launch(2, quote(frugal_binary()) + " train " + quote(cfg.string()), 120);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::EndsWith(
+                        "its last words: frugal: error: data: the training split has 6 samples, "
+                        "fewer than one global batch of 8 = 4 per rank x 2 ranks "
+                        "(data.micro_batch_size 4 x strategy.accumulation 1 per rank)\n"));
+}

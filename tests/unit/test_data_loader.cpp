@@ -158,7 +158,7 @@ TEST_CASE("loader: too little data, pin_memory without CUDA", "[data][unit]") {
   CHECK(tiny.batches_per_epoch() == 1);
   CHECK(split.batches_per_epoch() == 0);
   CHECK_THAT(error_message([&] { split.next(); }),
-             Catch::Contains("5 samples are fewer than one batch"));
+             Catch::Contains("5 samples are fewer than one global batch of 6 = 3 per rank x 2 ranks"));
   CHECK_THAT(error_message([&] { DataLoader(std::make_shared<Indices>(5), options(0, 1)); }),
              Catch::Contains("data.micro_batch_size must be >= 1"));
 
