@@ -7,6 +7,7 @@
 #include "frugal/config/load.h"
 #include "frugal/io/atomic_file.h"
 #include "frugal/memory/batch_finder.h"
+#include "frugal/memory/stats.h"
 #include "frugal/util/error.h"
 #include "load.h"
 
@@ -29,6 +30,10 @@ void add_find_batch(CLI::App& app, Action& run) {
   cmd->add_option("--steps", args->options.steps, "Optimizer steps per trial")->check(at_least(1));
   cmd->add_option("--max-batch", args->options.max_batch, "Largest micro-batch to try")
       ->check(at_least(1));
+  cmd->add_option("--margin", args->options.margin,
+                  "Memory kept free, as a fraction: a size fits if its peak is within (1 - margin) "
+                  "of the device's memory (or memory.budget)")
+      ->check(CLI::Range(0.0, 0.99));
   cmd->add_option("-o,--output", args->output, "Write the config with the micro-batch found here");
   cmd->add_flag("--keep-global-batch", args->keep_global_batch,
                 "With -o: raise strategy.accumulation to keep the global batch");
@@ -40,11 +45,19 @@ void add_find_batch(CLI::App& app, Action& run) {
         throw Error(fmt::format("find-batch: '{}' already exists (pass --overwrite to replace it)",
                                 args->output));
       }
+      // Progress on stderr while trials run (minutes on a GPU); the result once, on stdout.
+      args->options.on_trial = [](int64_t b) {
+        std::cerr << fmt::format("find-batch: trying micro-batch {}\n", b) << std::flush;
+      };
       const memory::FindBatchResult r = memory::find_batch(cfg, args->options);
-      std::cout << "| micro-batch | fits | peak (MiB) |\n|---|---|---|\n";
+      std::cout << fmt::format("memory to fit in: {} less a {:g}% margin\n",
+                               memory::format_bytes(r.limit_bytes), args->options.margin * 100);
+      std::cout << "| micro-batch | fits | peak (MiB) | why not |\n|---|---|---|---|\n";
       for (const auto& t : r.trials) {
-        std::cout << fmt::format("| {} | {} | {:.1f} |\n", t.micro_batch, t.fits ? "yes" : "no",
-                                 t.peak_bytes / 1048576.0);
+        // A refused allocation ends the trial early: it needed more than the peak reached.
+        std::cout << fmt::format("| {} | {} | {}{:.1f} | {} |\n", t.micro_batch,
+                                 t.fits ? "yes" : "no", t.out_of_memory ? "> " : "",
+                                 t.peak_bytes / 1048576.0, t.fits ? "" : t.error);
       }
       if (r.micro_batch == 0) {
         std::cout << "not even a micro-batch of 1 fits: see docs/memory.md and "

@@ -1,8 +1,6 @@
 #include "frugal/memory/auto_policy.h"
 
-#include <ATen/cuda/CUDAContext.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include "frugal/memory/meta_trace.h"
 #include "frugal/memory/planner.h"
@@ -16,14 +14,6 @@ namespace frugal::memory {
 namespace {
 
 constexpr const char* kKey = "strategy.checkpointing.memory_budget";
-
-int64_t device_memory(const Config& cfg, const c10::Device& device) {
-  if (device.is_cuda()) {
-    return static_cast<int64_t>(at::cuda::getDeviceProperties(device.index())->totalGlobalMem);
-  }
-  if (cfg.memory.budget > 0) return cfg.memory.budget;
-  return static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGE_SIZE));
-}
 
 // In the order of their cost in time: each recomputes more, or copies more, than the one before.
 std::vector<PolicyCandidate> candidates(const CheckpointingConfig& given) {
@@ -60,8 +50,9 @@ std::string PolicyCandidate::label() const {
 int64_t auto_policy_budget(const Config& cfg, const c10::Device& device) {
   const MemoryAmount& b = cfg.strategy.checkpointing.memory_budget;
   if (b.bytes > 0) return b.bytes;
-  if (b.fraction > 0) return static_cast<int64_t>(b.fraction * static_cast<double>(device_memory(cfg, device)));
-  if (device.is_cuda()) return device_memory(cfg, device);
+  const int64_t limit = memory_limit(device, cfg.memory.budget);
+  if (b.fraction > 0) return static_cast<int64_t>(b.fraction * static_cast<double>(limit));
+  if (device.is_cuda()) return limit;
   if (cfg.memory.budget > 0) return cfg.memory.budget;
   throw Error(fmt::format(
       "strategy.checkpointing.policy: auto on the CPU needs a budget to fit: set {} (e.g. 8GiB) "

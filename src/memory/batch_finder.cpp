@@ -44,7 +44,13 @@ BatchTrial trial(const Config& cfg, const c10::Device& device, int64_t b, int64_
     }
     t.fits = true;
   } catch (const c10::OutOfMemoryError& e) {
-    t.error = e.what_without_backtrace();
+    // Its first sentence ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has ..."):
+    // the rest is the allocator's advice, for the trainer's report, not a table's cell.
+    const std::string what = e.what_without_backtrace();
+    const size_t allocate = what.find("allocate ");
+    const size_t end = what.find(". ", allocate == std::string::npos ? 0 : allocate);
+    t.error = what.substr(0, end);
+    t.out_of_memory = true;
   }
   t.peak_bytes = snapshot(device).allocated_peak;
   empty_cache(device);
@@ -58,6 +64,9 @@ FindBatchResult find_batch(const Config& cfg, const FindBatchOptions& o) {
     throw Error("find-batch: --mode must be power or binsearch, got '" + o.mode + "'");
   }
   if (o.steps < 1) throw Error("find-batch: --steps must be >= 1");
+  if (!(o.margin >= 0.0 && o.margin < 1.0)) {
+    throw Error(fmt::format("find-batch: --margin must be in [0, 1), got {}", o.margin));
+  }
   const c10::Device device = resolve_device(cfg.run.device);
   if (device.is_cpu()) {
     if (cfg.memory.budget <= 0) {
@@ -79,12 +88,19 @@ FindBatchResult find_batch(const Config& cfg, const FindBatchOptions& o) {
       r.limited_by_data = true;
     }
   }
+  r.limit_bytes = memory_limit(device, cfg.memory.budget);
+  const auto room = static_cast<int64_t>((1.0 - o.margin) * static_cast<double>(r.limit_bytes));
   auto run = [&](int64_t b) {
-    r.trials.push_back(trial(cfg, device, b, o.steps));
-    log::info(fmt::format("find-batch: micro-batch {} {} (peak {:.1f} MiB)", b,
-                          r.trials.back().fits ? "fits" : "does not fit",
-                          r.trials.back().peak_bytes / 1048576.0));
-    return r.trials.back().fits;
+    if (o.on_trial) o.on_trial(b);
+    BatchTrial t = trial(cfg, device, b, o.steps);
+    if (t.fits && t.peak_bytes > room) {
+      t.fits = false;
+      t.error = fmt::format("peak {} over the {:g}% margin (at most {} of {})",
+                            format_bytes(t.peak_bytes), o.margin * 100, format_bytes(room),
+                            format_bytes(r.limit_bytes));
+    }
+    r.trials.push_back(t);
+    return t.fits;
   };
   try {
     int64_t lo = 0, hi = 0;  // largest that fits, smallest that does not (0: none yet)

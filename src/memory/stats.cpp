@@ -1,6 +1,8 @@
 #include "frugal/memory/stats.h"
 
 #include <ATen/Context.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <unistd.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/csrc/cuda/memory_snapshot.h>
 #include <fmt/format.h>
@@ -82,6 +84,14 @@ std::string history_snapshot(const c10::Device& device) {
 
 void empty_cache(const c10::Device& device) {
   if (cuda_device(device)) c10::cuda::CUDACachingAllocator::emptyCache();
+}
+
+int64_t memory_limit(const c10::Device& device, int64_t budget) {
+  if (device.is_cuda()) {
+    return static_cast<int64_t>(at::cuda::getDeviceProperties(device.index())->totalGlobalMem);
+  }
+  if (budget > 0) return budget;
+  return static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGE_SIZE));
 }
 
 std::string format_bytes(int64_t bytes) {

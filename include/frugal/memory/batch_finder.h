@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,17 +18,26 @@ struct FindBatchOptions {
   std::string mode = "binsearch";  // power | binsearch
   int64_t steps = 2;               // optimizer steps per trial
   int64_t max_batch = 4096;        // no trial beyond this
+  // Room kept free: a size fits only if its peak stays within (1 - margin) of the memory it must
+  // fit in (the device's, or memory.budget), as a run's peak varies with its data and the
+  // allocator's fragmentation.
+  double margin = 0.05;
+  std::function<void(int64_t micro_batch)> on_trial;  // called before each trial (progress)
 };
 
 struct BatchTrial {
   int64_t micro_batch = 0;
   bool fits = false;
-  int64_t peak_bytes = 0;  // the device's (or, on the CPU, the tracker's) peak in the trial
-  std::string error;       // why it did not fit
+  // The device's (or, on the CPU, the tracker's) peak in the trial; where an allocation was
+  // refused (out_of_memory), the peak before it: the size needed more than this.
+  int64_t peak_bytes = 0;
+  bool out_of_memory = false;
+  std::string error;  // why it did not fit: the refusal's first sentence, or the margin
 };
 
 struct FindBatchResult {
   int64_t micro_batch = 0;  // 0: not even 1 fits
+  int64_t limit_bytes = 0;  // the memory the runs must fit in (device total, or memory.budget)
   std::vector<BatchTrial> trials;
   bool limited_by_data = false;  // the training split has no room for a larger batch
 };

@@ -25,6 +25,9 @@ MemorySnapshot snapshot(const c10::Device& device);
 void reset_peaks(const c10::Device& device);
 // Returns cached, unused blocks to the driver (CUDA); no-op on CPU.
 void empty_cache(const c10::Device& device);
+// The memory a run on `device` must fit in: the CUDA device's total; on the CPU `budget`
+// (memory.budget) when set, else the host's physical memory.
+int64_t memory_limit(const c10::Device& device, int64_t budget);
 
 // memory.record_history (CUDA): the caching allocator records every allocation and free from
 // now on; history_snapshot() returns them as the pickle PyTorch's memory viewer reads
