@@ -1,15 +1,39 @@
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include "commands.h"
 #include "frugal/config/load.h"
+#include "frugal/io/atomic_file.h"
 #include "frugal/memory/planner.h"
 #include "frugal/memory/stats.h"
 #include "frugal/util/error.h"
+#include "frugal/util/log.h"
 #include "load.h"
 
 namespace frugal::cli {
+namespace {
+
+// A row's settings ("a=1 b=2") as ready command-line flags ("--set a=1 --set b=2").
+std::string as_set_flags(const std::string& settings) {
+  std::istringstream in(settings);
+  std::string out;
+  for (std::string kv; in >> kv;) out += (out.empty() ? "--set " : " --set ") + kv;
+  return out;
+}
+
+std::vector<std::string> split_settings(const std::string& settings) {
+  std::istringstream in(settings);
+  std::vector<std::string> out;
+  for (std::string kv; in >> kv;) out.push_back(kv);
+  return out;
+}
+
+std::string gib(int64_t bytes) { return fmt::format("{:.2f}", static_cast<double>(bytes) / (1LL << 30)); }
+
+}  // namespace
 
 void add_plan(CLI::App& app, Action& run) {
   struct Args {
@@ -19,6 +43,9 @@ void add_plan(CLI::App& app, Action& run) {
     int64_t top = 20;
     bool all = false;
     bool measure = false;
+    std::vector<std::string> vary;
+    std::string output;
+    bool overwrite = false;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
@@ -31,37 +58,82 @@ void add_plan(CLI::App& app, Action& run) {
   cmd->add_flag("--measure", args->measure,
                 "Measure real micro-steps at the config's size instead of tracing on the meta "
                 "device (slow for large models)");
+  cmd->add_option("--vary", args->vary,
+                  "Also vary what the config fixes: optim (the optimizer), micro_batch "
+                  "(x 1/2, 1, 2, 4); comma-separated")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"optim", "micro_batch"}));
+  cmd->add_option("-o,--output", args->output,
+                  "Write the config with the recommended mix here (YAML)");
+  cmd->add_flag("--overwrite", args->overwrite, "Replace the -o file if it exists");
   cmd->callback([&run, args] {
     run = [args] {
       const Config cfg = load(args->src);
+      if (!args->output.empty() && std::filesystem::exists(args->output) && !args->overwrite) {
+        throw Error(fmt::format("plan: '{}' already exists (pass --overwrite to replace it)",
+                                args->output));
+      }
       memory::PlanOptions o;
       o.gpus = args->gpus;
       // The same spellings as memory.budget.
       o.gpu_memory = load_config_string("memory: {budget: " + args->gpu_memory + "}\n",
                                         "--gpu-memory").memory.budget;
       if (o.gpu_memory <= 0) throw Error("plan: --gpu-memory must be > 0");
+      for (const auto& v : args->vary) {
+        o.vary_optimizer |= v == "optim";
+        o.vary_micro_batch |= v == "micro_batch";
+      }
+      // Progress on stderr; stdout holds the plan alone. The traces' own narrative (which
+      // units each policy wraps) is the trainer's, not the plan's.
+      std::cerr << (args->measure ? "plan: measuring one micro-step per activation setting\n"
+                                  : "plan: tracing one micro-step per activation setting on the "
+                                    "meta device\n")
+                << std::flush;
+      log::set_level(log::Level::warn);
       const auto profile = memory::profile_model(cfg, args->measure);
-      std::cout << fmt::format("{:.2f}M parameters; activations per micro-step of {}, {}:\n",
-                               profile.params / 1e6, profile.measured_batch,
-                               profile.traced ? "traced on the meta device" : "measured");
+      log::set_level(log::Level::info);
+      std::cout << fmt::format(
+          "{:.2f}M parameters; optimizer {}{}; micro-batch {}{}; activations per micro-step of "
+          "{} samples, {}:\n",
+          profile.params / 1e6, cfg.optim.type, o.vary_optimizer ? " (varied)" : " (kept)",
+          cfg.data.micro_batch_size, o.vary_micro_batch ? " (varied)" : " (kept)",
+          profile.measured_batch, profile.traced ? "traced on the meta device" : "measured");
       for (const auto& [key, bytes] : profile.activations) {
         std::cout << fmt::format("  {:<34} {}\n", key, memory::format_bytes(bytes));
       }
-      std::cout << "| precision | checkpointing | offload activations | loss chunk | sharding | "
-                   "offload optimizer | optimizer | in backward | micro-batch | peak per rank | "
-                   "fits | time / sample (est.) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+      std::cout << fmt::format("per rank: {} GiB ({} rank{})\n", gib(o.gpu_memory), o.gpus,
+                               o.gpus == 1 ? "" : "s");
+      std::cout << "| precision | checkpointing | offload activations | loss chunk (tokens) | "
+                   "sharding | offload optimizer | optimizer | in backward | micro-batch "
+                   "(samples) | peak per rank (GiB) | headroom (GiB) | fits | time / sample "
+                   "(relative, est.) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
       int64_t printed = 0;
-      for (const auto& r : memory::plan(cfg, profile, o)) {
+      const auto rows = memory::plan(cfg, profile, o);
+      for (const auto& r : rows) {
         if ((!r.fits && !args->all) || printed >= args->top) continue;
-        std::cout << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2f} |\n",
-                                 r.precision, r.checkpointing, r.offload_activations ? "yes" : "no",
-                                 r.loss_chunk_tokens, r.sharding, r.offload ? "yes" : "no",
-                                 r.optimizer, r.in_backward ? "yes" : "no", r.micro_batch,
-                                 memory::format_bytes(r.peak_bytes), r.fits ? "yes" : "no",
-                                 r.time_per_sample);
+        std::cout << fmt::format(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2f} |\n", r.precision,
+            r.checkpointing, r.offload_activations ? "yes" : "no", r.loss_chunk_tokens, r.sharding,
+            r.offload ? "yes" : "no", r.optimizer, r.in_backward ? "yes" : "no", r.micro_batch,
+            gib(r.peak_bytes), gib(o.gpu_memory - r.peak_bytes), r.fits ? "yes" : "no",
+            r.time_per_sample);
         ++printed;
       }
-      if (printed == 0) std::cout << "nothing fits: more ranks (--gpus), or a smaller model\n";
+      // Rows come fitting first, fastest first: the first that fits is the recommendation.
+      if (rows.empty() || !rows.front().fits) {
+        std::cout << "nothing fits: more ranks (--gpus), or a smaller model\n";
+        return 0;
+      }
+      const memory::PlanRow& best = rows.front();
+      std::cout << fmt::format("recommended (peak {} GiB, headroom {} GiB):\n  {}\n",
+                               gib(best.peak_bytes), gib(o.gpu_memory - best.peak_bytes),
+                               as_set_flags(best.settings()));
+      if (!args->output.empty()) {
+        ConfigSource with = args->src;
+        for (const auto& kv : split_settings(best.settings())) with.overrides.push_back(kv);
+        io::write_file_atomic(args->output, to_yaml(load(with)));
+        std::cout << fmt::format("wrote {}\n", args->output);
+      }
       return 0;
     };
   });

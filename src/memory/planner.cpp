@@ -229,7 +229,9 @@ int64_t predict_peak(const ModelProfile& p, const PlanRow& r, int world) {
 
 std::vector<PlanRow> plan(const Config& cfg, const ModelProfile& profile, const PlanOptions& o) {
   std::vector<int64_t> batches = o.micro_batches;
-  if (batches.empty()) {
+  if (!o.vary_micro_batch) {
+    batches = {cfg.data.micro_batch_size};
+  } else if (batches.empty()) {
     const int64_t b = cfg.data.micro_batch_size;
     for (int64_t m : {std::max<int64_t>(1, b / 2), b, 2 * b, 4 * b}) {
       if (std::find(batches.begin(), batches.end(), m) == batches.end()) batches.push_back(m);
@@ -240,6 +242,8 @@ std::vector<PlanRow> plan(const Config& cfg, const ModelProfile& profile, const 
   // optim.in_backward steps before any gradient norm exists: only without clipping.
   std::vector<bool> in_backward = {false};
   if (cfg.optim.clip_grad_norm == 0) in_backward.push_back(true);
+  std::vector<std::string> optimizers = {"adamw", "adamw8bit", "adafactor", "sgd"};
+  if (!o.vary_optimizer) optimizers = {cfg.optim.type};
   std::vector<int64_t> chunks = {0};
   if (profile.loss_chunk_tokens > 0) chunks.push_back(profile.loss_chunk_tokens);
   std::vector<PlanRow> rows;
@@ -252,7 +256,7 @@ std::vector<PlanRow> plan(const Config& cfg, const ModelProfile& profile, const 
           if (!profile.activations.count(key.str())) continue;
           for (const auto& sharding : shardings) {
             for (bool offload : {false, true}) {
-              for (const std::string optimizer : {"adamw", "adamw8bit", "adafactor", "sgd"}) {
+              for (const std::string& optimizer : optimizers) {
                 // Adafactor's factored moments need whole matrices, not ZeRO's flat shards.
                 if (optimizer == "adafactor" && sharding_traits(sharding).shards_optimizer_state) continue;
                 for (bool ib : in_backward) {

@@ -55,6 +55,7 @@ TEST_CASE("frugal plan predicts each combination's peak within 15% of the measur
       REQUIRE(profile.activations.size() == 12);  // 2 precisions x 3 checkpointing x 2 losses
       memory::PlanOptions o;
       o.gpus = 1;
+      o.vary_optimizer = o.vary_micro_batch = true;
       double worst = 0;
       int checked = 0;
       // The default's model is 30x the tiny one: there, the activation settings without the
@@ -121,4 +122,53 @@ TEST_CASE("frugal plan's sharded predictions match 2-rank runs within 15%",
     INFO(mode << ": predicted " << predicted << ", measured " << measured);
     CHECK(std::abs(static_cast<double>(predicted - measured)) / measured <= 0.15);
   }
+}
+
+TEST_CASE("frugal plan keeps the user's optimizer and micro-batch, recommends one mix and writes it",
+          "[integration][memory][plan]") {
+  test::TempDir dir;
+  const auto cfg = dir / "p.yaml";
+  test::write_text(cfg,
+                   "model: {type: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32, "
+                   "vocab_size: 64}\n"
+                   "data: {type: synthetic, micro_batch_size: 3, synthetic_samples: 64}\n"
+                   "optim: {type: sgd, lr: 0.1}\n"
+                   "run: {device: cpu}\n");
+  const auto out = dir / "plan.yaml";
+  test::CommandResult r = test::frugal("plan " + test::quote(cfg.string()) +
+                                       " --gpu-memory 64MiB --all --top 1000 -o " +
+                                       test::quote(out.string()));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  // Progress on stderr, the plan alone on stdout.
+  CHECK_THAT(r.err, Catch::Contains("plan: tracing one micro-step"));
+  CHECK(r.out.find("checkpointing: policy") == std::string::npos);
+  CHECK_THAT(r.out, Catch::Contains("optimizer sgd (kept); micro-batch 3 (kept)"));
+  CHECK_THAT(r.out, Catch::Contains("| peak per rank (GiB) | headroom (GiB) |"));
+  // Every row keeps sgd and micro-batch 3.
+  int rows = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("| fp32 ", 0) != 0 && line.rfind("| bf16-mixed ", 0) != 0) continue;
+    ++rows;
+    CHECK_THAT(line, Catch::Contains(" | sgd | ") && Catch::Contains(" | 3 | "));
+  }
+  CHECK(rows > 4);
+  // The recommendation as ready flags, written as a config that loads with them.
+  CHECK_THAT(r.out, Catch::Contains("recommended (peak ") &&
+                        Catch::Contains("  --set strategy.precision=") &&
+                        Catch::Contains("--set data.micro_batch_size=3 ") &&
+                        Catch::Contains("--set optim.type=sgd"));
+  const Config written = load_config(out.string());
+  CHECK(written.optim.type == "sgd");
+  CHECK(written.data.micro_batch_size == 3);
+  // --vary optim,micro_batch opens both up; an existing -o file is kept.
+  test::CommandResult v = test::frugal("plan " + test::quote(cfg.string()) +
+                                       " --gpu-memory 64MiB --all --top 1000 --vary optim,micro_batch");
+  REQUIRE(v.exit_code == 0);
+  CHECK_THAT(v.out, Catch::Contains(" | adamw8bit | ") && Catch::Contains(" | 6 | "));
+  test::CommandResult again = test::frugal("plan " + test::quote(cfg.string()) + " -o " +
+                                           test::quote(out.string()));
+  CHECK(again.exit_code == 2);
+  CHECK_THAT(again.err, Catch::Contains("already exists"));
 }

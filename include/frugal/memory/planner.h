@@ -70,7 +70,11 @@ struct PlanRow {
 struct PlanOptions {
   int gpus = 1;
   int64_t gpu_memory = 80LL << 30;
-  std::vector<int64_t> micro_batches;  // empty: the config's x 1/2, 1, 2, 4
+  // The user's optimizer (optim.type) and micro-batch stay as the config has them unless these
+  // ask to vary them too: a plan changes how a run fits, not what it trains.
+  bool vary_optimizer = false;
+  bool vary_micro_batch = false;
+  std::vector<int64_t> micro_batches;  // with vary_micro_batch; empty: the config's x 1/2, 1, 2, 4
 };
 
 // The parameters' counts (whole, largest block, root, Adafactor's state), from the model built
