@@ -139,6 +139,15 @@ TEST_CASE("train.profile writes a Chrome trace with frugal's ranges nested as th
   const json trace = json::parse(test::read_text(trace_file));
   CHECK(std::any_of(trace.at("traceEvents").begin(), trace.at("traceEvents").end(),
                     [](const json& e) { return e.value("name", "") == "[memory]"; }));
+  // Named after its final file, not the temporary one Kineto wrote.
+  CHECK(trace.at("traceName") == trace_file.string());
+  // On a machine without a GPU, Kineto's "gpuGetDeviceCount failed" is neither on the console
+  // nor in the trace.
+  if (!at::globalContext().hasCUDA()) {
+    CHECK(r.out.find("gpuGetDeviceCount") == std::string::npos);
+    CHECK(r.err.find("gpuGetDeviceCount") == std::string::npos);
+    CHECK(test::read_text(trace_file).find("gpuGetDeviceCount") == std::string::npos);
+  }
 }
 
 TEST_CASE("metrics.jsonl's phase times partition each step", "[integration][profile][cli]") {

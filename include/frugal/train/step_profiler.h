@@ -31,6 +31,7 @@ class StepProfiler {
 
  private:
   void save();
+  void name_trace(const std::filesystem::path& partial) const;
   ProfileConfig cfg_;
   c10::Device device_;
   std::filesystem::path path_;
