@@ -50,6 +50,22 @@ std::string label(double v) {
   return fmt::format("{:.4g}", v);
 }
 
+// A summary figure in the unit its chart shows it in ("12.3 k tok/s", "1.50 MiB", "41.2 ms").
+std::string in_unit(double v, Unit unit) {
+  if (std::isnan(v)) return "-";
+  const chart::Scale s = chart::display_scale(unit, std::abs(v));
+  return fmt::format("{:.3g} {}", v * s.factor, s.suffix);
+}
+
+// Lines with a value other than zero: a phase that never took time (no communication in a
+// run of one rank) gets no chart and no band.
+std::vector<Line> nonzero(std::vector<Line> lines) {
+  std::erase_if(lines, [](const Line& l) {
+    return std::all_of(l.y.begin(), l.y.end(), [](double y) { return y == 0 || std::isnan(y); });
+  });
+  return lines;
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
@@ -148,11 +164,15 @@ std::string summary(const std::vector<RunData>& runs) {
     }
     return label(best);
   });
-  row("median tokens / s", [&](const RunData& r) { return label(median(values(r, "tokens_per_s"))); });
-  row("median step time (s)", [&](const RunData& r) { return label(median(values(r, "step_time_s"))); });
-  row("peak allocated (MiB)", [&](const RunData& r) {
+  row("median throughput", [&](const RunData& r) {
+    return in_unit(median(values(r, "tokens_per_s")), Unit::tokens_per_s);
+  });
+  row("median step time", [&](const RunData& r) {
+    return in_unit(median(values(r, "step_time_s")), Unit::seconds);
+  });
+  row("peak allocated", [&](const RunData& r) {
     const auto v = values(r, "mem_allocated_peak_bytes");
-    return label(v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()) / (1024.0 * 1024));
+    return in_unit(v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()), Unit::bytes);
   });
   row("ranks", [](const RunData& r) { return std::to_string(r.ranks); });
   return t + "</table>";
@@ -183,14 +203,14 @@ std::string training_charts(const std::vector<RunData>& runs) {
   // for several (how each phase compares).
   bool any_phase = false;
   for (const auto& [key, name] : phase_keys()) {
-    any_phase = any_phase || !per_run(runs, key, name).empty();
+    any_phase = any_phase || !nonzero(per_run(runs, key, name)).empty();
   }
   if (!any_phase) return out;
   if (!several) {
     ChartSpec c{.title = "Step phases", .y_unit = Unit::seconds, .smooth = false,
                 .stacked = true, .y_from_zero = true};
     for (const auto& [key, name] : phase_keys()) {
-      for (auto& l : per_run(runs, key, name)) {
+      for (auto& l : nonzero(per_run(runs, key, name))) {
         l.color = report::phase_color(name);
         c.legend.push_back({name, l.color, false});
         c.lines.push_back(std::move(l));
@@ -199,7 +219,7 @@ std::string training_charts(const std::vector<RunData>& runs) {
     out += report::render_chart(c);
   } else {
     for (const auto& [key, name] : phase_keys()) {
-      auto lines = per_run(runs, key, name);
+      auto lines = nonzero(per_run(runs, key, name));
       if (lines.empty()) continue;
       out += report::render_chart({.title = "Phase: " + name, .y_unit = Unit::seconds,
                                    .y_from_zero = true, .lines = std::move(lines)});

@@ -3,7 +3,7 @@
 namespace frugal::report {
 
 const char* const kPageStyle = R"CSS(
-body{font-family:sans-serif;margin:0 24px 24px;max-width:800px;color:#222}
+body{font-family:sans-serif;margin:0 24px 24px;max-width:1400px;color:#222}
 header{position:sticky;top:0;background:#fff;border-bottom:1px solid #ddd;padding:6px 0;z-index:2}
 header h1{font-size:18px;margin:6px 0}
 .runs{display:flex;flex-wrap:wrap;gap:4px 16px;font-size:13px}
@@ -12,7 +12,7 @@ header h1{font-size:18px;margin:6px 0}
 .controls{font-size:13px;margin-top:4px}
 table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #ccc;padding:2px 8px;text-align:left}
 figure{margin:14px 0;position:relative}figcaption{font-weight:bold;font-size:14px}
-svg.chart text.tick{font-size:11px;fill:#444}svg.chart text.band-label{font-size:9px;fill:#444}
+svg.chart{width:100%;height:auto}svg.chart text.tick{font-size:11px;fill:#444}svg.chart text.band-label{font-size:9px;fill:#444}
 .chart-legend{font-size:12px;display:flex;flex-wrap:wrap;gap:2px 14px}
 .chart-legend svg{vertical-align:middle;margin-right:4px}
 .logtoggle:checked~.lin{display:none}.logtoggle:not(:checked)~.log{display:none}

@@ -93,6 +93,13 @@ std::string svg_body(const ChartSpec& spec, bool log_y, const chart::Scale& xs_s
     const double pad = y0 != 0 ? std::abs(y0) * 0.1 : 1.0;
     y0 = log_y ? y0 / 1.2 : y0 - pad;
     y1 = log_y ? y1 * 1.2 : y1 + pad;
+  } else if (!log_y) {
+    // A twentieth of the range beyond the data, so that no line runs along the frame (the
+    // ticks would otherwise end exactly at a maximum that is a round number); a zero the
+    // axis starts from stays its bottom.
+    const double pad = (y1 - y0) * 0.05;
+    y1 += pad;
+    if (!(spec.y_from_zero && y0 == 0)) y0 -= pad;
   }
   const chart::Ticks xt =
       chart::linear_ticks(x0, x1, 9, false, spec.x_unit == chart::Unit::steps);

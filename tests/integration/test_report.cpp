@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "frugal/train/report.h"
@@ -222,4 +223,39 @@ TEST_CASE("the allocator history's timeline is read from a snapshot pickle", "[i
   CHECK(timeline[0] == std::make_pair(1.0, 100.0));
   CHECK(timeline[1] == std::make_pair(2.0, 150.0));
   CHECK(timeline[2] == std::make_pair(4.0, 50.0));
+}
+
+TEST_CASE("frugal report: charts padded past their data, all-zero phases left out, summary in "
+          "the charts' units",
+          "[integration][report]") {
+  test::TempDir dir;
+  test::CommandResult train = test::frugal(
+      train_cmd(dir.path(), "--set train.max_steps=6 --set train.log_every=1 "
+                            "--set train.phase_timing=true --set train.progress=none"));
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const auto run = dir / "tiny-gpt";
+  REQUIRE(test::frugal("report " + test::quote(run.string())).exit_code == 0);
+  const std::string html = test::read_text(run / "report.html");
+  // One process: no communication, so comm_wait has no band, the other phases do.
+  CHECK_THAT(html, Catch::Contains(">forward<") && !Catch::Contains(">comm_wait<"));
+  // The summary in the units the charts use.
+  CHECK_THAT(html, Catch::Contains("<th>median throughput</th><td>") &&
+                       Catch::Contains(" tok/s</td>") && Catch::Contains("<th>peak allocated</th>"));
+  CHECK_THAT(html, Catch::Contains("iB</td>"));
+  // The throughput chart's y range ends above its largest value (both in the chart's unit):
+  // no line along the frame.
+  const size_t chart = html.find("Throughput");
+  REQUIRE(chart != std::string::npos);
+  const size_t y1 = html.find("data-y1='", chart);
+  const size_t v = html.find("data-v='", chart);
+  REQUIRE(y1 != std::string::npos);
+  REQUIRE(v != std::string::npos);
+  double most = 0;
+  std::istringstream values(html.substr(v + 8, html.find('\'', v + 8) - v - 8));
+  for (double x; values >> x;) most = std::max(most, x);
+  CHECK(most > 0);
+  CHECK(std::stod(html.substr(y1 + 9)) >= most * 1.05 * (1 - 1e-9));  // from 0: a twentieth above
+  // Charts take the page's width.
+  CHECK_THAT(html, Catch::Contains("svg.chart{width:100%;height:auto}"));
 }
