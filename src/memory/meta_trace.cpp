@@ -155,6 +155,7 @@ std::optional<TraceResult> trace_step(const Config& cfg, const TraceSettings& s,
         drop.emplace(params, [&params](size_t i) { params[i].mutable_grad().reset(); });
       }
       count.reset_peak();
+      int64_t forward_peak = 0;
       {
         // Autocast runs the loss in fp32 (cross entropy is on its fp32 list): the cast
         // model's logits go through the same cast. The chunked loss does its own
@@ -162,14 +163,31 @@ std::optional<TraceResult> trace_step(const Config& cfg, const TraceSettings& s,
         at::Tensor loss = spec.autocast && s.loss_chunk_tokens == 0
                               ? model->loss_sum(model->forward_batch(mb).to(at::kFloat), mb.y)
                               : model->batch_loss_sum(mb);
+        forward_peak = count.peak() - base - before;
         loss.backward();
       }
       const int64_t above_params = count.peak() - base - before;
-      if (keep_grads) {
-        // Every parameter's gradient exists at the end.
-        r.activation_peak = std::max<int64_t>(0, above_params - param_bytes) + weight_copies;
+      // Autocast's cached low-precision weight copies: without checkpointing, autograd saves
+      // them for backward, so they stand on backward's peak too. Under checkpointing nothing
+      // saves them: they live through the forward only (the engine leaves its autocast region,
+      // which drops them, before backward, and a recomputed unit drops its own when its replay
+      // ends), on the forward's peak, when no gradient exists yet (measured on SmolLM2-135M,
+      // T 256, bf16-mixed + full checkpointing: 109 MiB, where adding them to backward's peak
+      // predicted 314 MiB).
+      const int64_t forward_with_copies = forward_peak + weight_copies;
+      if (!checkpointing_enabled(s.checkpointing)) {
+        if (keep_grads) {
+          r.activation_peak = std::max<int64_t>(0, above_params - param_bytes) + weight_copies;
+        } else {
+          r.activation_peak_alone = std::max<int64_t>(0, above_params) + weight_copies;
+        }
+      } else if (keep_grads) {
+        // Every parameter's gradient exists at the end of backward; the forward's peak has
+        // none of them (predict_peak adds the fp32 gradients to this figure).
+        r.activation_peak = std::max<int64_t>(
+            {int64_t{0}, above_params - param_bytes, forward_with_copies - 2 * param_bytes});
       } else {
-        r.activation_peak_alone = std::max<int64_t>(0, above_params) + weight_copies;
+        r.activation_peak_alone = std::max<int64_t>({int64_t{0}, above_params, forward_with_copies});
       }
     }
     return r;
