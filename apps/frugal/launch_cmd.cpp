@@ -26,10 +26,13 @@ void add_launch(CLI::App& app, Action& run, const std::vector<std::string>& afte
   // the rank's command: a frugal subcommand and its arguments, or a program path and its.
   cmd->prefix_command();
   cmd->footer("  frugal launch [OPTIONS] [--] train CONFIG.yaml [--set ...]\n"
-              "  frugal launch [OPTIONS] [--] /path/to/program [ARGS...]");
-  cmd->callback([&run, o, cmd, &after_dashes] {
+              "  frugal launch [OPTIONS] [--] PROGRAM [ARGS...]   (a path, or a name on PATH)");
+  cmd->callback([&run, &app, o, cmd, &after_dashes] {
     o->command = cmd->remaining();
     o->command.insert(o->command.end(), after_dashes.begin(), after_dashes.end());
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      o->frugal_commands.push_back(sub->get_name());
+    }
     run = [o] { return launch(*o); };
   });
 }

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -101,10 +102,49 @@ struct Job {
   std::vector<std::string> args;  // argv, argv[0] included
 };
 
+bool is_frugal_command(const LaunchOptions& o) {
+  const std::string& first = o.command.front();
+  return first.find('/') == std::string::npos &&
+         (o.frugal_commands.empty() ||
+          std::find(o.frugal_commands.begin(), o.frugal_commands.end(), first) !=
+              o.frugal_commands.end());
+}
+
+bool executable_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+// A bare program name, as a shell finds it: the first executable file of that name in PATH's
+// folders. A name found only in the working folder is not run (a shell would not either):
+// the error says to write ./NAME.
+std::string program_on_path(const LaunchOptions& o) {
+  const std::string& name = o.command.front();
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  for (size_t start = 0; start <= dirs.size();) {
+    const size_t end = std::min(dirs.find(':', start), dirs.size());
+    const std::string dir = dirs.substr(start, end - start);
+    const std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
+    if (!dir.empty() && executable_file(candidate)) return candidate;
+    start = end + 1;
+  }
+  if (executable_file(name)) {
+    throw Error(fmt::format("launch: '{}' is not on PATH; to run the one in this folder, write "
+                            "'./{}'",
+                            name, name));
+  }
+  std::string known;
+  for (const auto& c : o.frugal_commands) known += (known.empty() ? "" : ", ") + c;
+  throw Error(fmt::format("launch: '{}' is neither a frugal command ({}) nor a program on PATH",
+                          name, known));
+}
+
 Job job_for(const LaunchOptions& o, int attempt) {
   Job job;
-  if (o.command.front().find('/') != std::string::npos) {
-    job.program = o.command.front();
+  if (!is_frugal_command(o)) {
+    job.program = o.command.front().find('/') != std::string::npos ? o.command.front()
+                                                                    : program_on_path(o);
     job.args = o.command;
     return job;
   }
@@ -335,6 +375,9 @@ int launch(const LaunchOptions& o) {
   }
   // A program path that cannot run is the command line's mistake: one line and exit 2 here,
   // rather than every rank's exec failing with 127 and the launcher's account of it.
+  if (!is_frugal_command(o) && o.command.front().find('/') == std::string::npos) {
+    (void)program_on_path(o);  // a name found nowhere: said once, here
+  }
   if (const std::string& program = o.command.front(); program.find('/') != std::string::npos) {
     struct stat st {};
     if (::stat(program.c_str(), &st) != 0) {

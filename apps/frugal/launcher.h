@@ -25,8 +25,10 @@ struct LaunchOptions {
   int max_restarts = 0;
   double grace_s = 10.0;
   // What each rank runs: a frugal subcommand and its arguments ("train", "cfg.yaml", ...),
-  // or a program (a path containing '/') and its arguments.
+  // or a program (a path containing '/', or a name found on PATH) and its arguments.
   std::vector<std::string> command;
+  // frugal's subcommands: a bare first word that is one of them runs frugal itself.
+  std::vector<std::string> frugal_commands;
 };
 
 // Runs the job; returns the exit code for the launcher (0 when every rank succeeded).

@@ -41,23 +41,19 @@ TEST_CASE("examples/embed builds against the installed package and trains", "[in
   }
 
   // The same loop under zero3 at world 2, with full checkpointing and accumulation 2, against
-  // one process with the same checkpointing and accumulation.
-  const std::string strategy =
-      "optim: {type: adamw, lr: 0.01}\n"
-      "strategy: {accumulation: 2, checkpointing: full";
-  test::write_text(dir / "one.yaml", strategy + "}\n");
-  test::write_text(dir / "zero3.yaml", strategy + ", sharding: zero3}\n");
+  // one process with the same checkpointing and accumulation: the configs the example ships,
+  // run as the README shows (the program by its path; by a bare name only on PATH).
+  const std::string one_yaml = (test::source_dir() / "examples/embed/one.yaml").string();
+  const std::string zero3_yaml = (test::source_dir() / "examples/embed/zero3.yaml").string();
   auto last_loss = [](const std::string& out) {
     std::smatch m;
     REQUIRE(std::regex_search(out, m, std::regex(R"(last loss (\S+))")));
     return std::stod(m[1].str());
   };
-  auto one =
-      test::run_command(build + "/embed_example " + test::quote((dir / "one.yaml").string()));
+  auto one = test::run_command(build + "/embed_example " + test::quote(one_yaml));
   INFO(one.out << one.err);
   REQUIRE(one.exit_code == 0);
-  auto job = test::launch(
-      2, test::quote(build + "/embed_example") + " " + test::quote((dir / "zero3.yaml").string()));
+  auto job = test::launch(2, test::quote(build + "/embed_example") + " " + test::quote(zero3_yaml));
   INFO(job.out << job.err);
   REQUIRE(job.exit_code == 0);
   CHECK_THAT(job.out + job.err, Catch::Contains("zero3"));
@@ -65,4 +61,17 @@ TEST_CASE("examples/embed builds against the installed package and trains", "[in
   std::cout << "embed example: last loss " << last_loss(one.out) << " in one process, "
             << last_loss(job.out) << " as a 2-rank zero3 job\n";
   CHECK(last_loss(job.out) == Approx(last_loss(one.out)).epsilon(1e-3));
+  // By its bare name: found on PATH, or the launcher says to write ./embed_example.
+  auto on_path = test::run_command("cd " + test::quote(build) + " && PATH=" + test::quote(build) +
+                                   ":\"$PATH\" " + test::quote(test::frugal_binary()) +
+                                   " launch --nproc-per-node 1 --master-port 0 -- embed_example " +
+                                   test::quote(one_yaml));
+  INFO(on_path.out << on_path.err);
+  CHECK(on_path.exit_code == 0);
+  auto here = test::run_command("cd " + test::quote(build) + " && " +
+                                test::quote(test::frugal_binary()) +
+                                " launch --nproc-per-node 1 -- embed_example");
+  CHECK(here.exit_code == 2);
+  CHECK(here.err == "frugal: error: launch: 'embed_example' is not on PATH; to run the one in "
+                    "this folder, write './embed_example'\n");
 }
