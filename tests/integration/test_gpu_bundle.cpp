@@ -172,17 +172,22 @@ TEST_CASE("the GPU bundle runs relocated, with torch from another venv",
   // (stopped at its limit), a reference that fails, a benchmark figure that never comes. Each
   // summary still has exactly one row per check, in order, each result one of the five words.
   const std::string check_sh = "bash " + test::quote((bundle / "check.sh").string());
-  {
-    const fs::path out = dir / "gpu-out";
+  // One dry run: its summary's rows, after checking that they are exactly `--list`'s, in order;
+  // the run fails (exit 1) for the faults injected.
+  auto dry_run = [&](const fs::path& out, const std::string& knobs, const std::string& mode) {
     auto check = test::run_command(
-        env + "OUT=" + test::quote(out.string()) +
-            " FRUGAL_GPU_RUN_TIMEOUT=30 FRUGAL_GPU_INJECT='hang=acc4 fail=drop-none' " + check_sh,
-        900);
+        env + "OUT=" + test::quote(out.string()) + " " + knobs + " " + check_sh + mode, 900);
     const std::string summary = test::read_text(out / "summary.md");
     INFO(check.out << check.err << "\n-- summary.md:\n" << summary);
     CHECK(check.exit_code == 1);
     const auto rows = summary_rows(summary);
-    CHECK(titles(rows) == lines(must(env + check_sh + " --list").out));
+    CHECK(titles(rows) == lines(must(env + check_sh + " --list" + mode).out));
+    return std::make_pair(rows, summary);
+  };
+  {
+    const fs::path out = dir / "gpu-out";
+    const auto [rows, summary] =
+        dry_run(out, "FRUGAL_GPU_RUN_TIMEOUT=30 FRUGAL_GPU_INJECT='hang=acc4 fail=drop-none'", "");
     for (const auto& [title, result] : rows) {
       INFO(title << ": " << result);
       if (title == "accumulation 4 (micro-batch 4)") {
@@ -208,17 +213,10 @@ TEST_CASE("the GPU bundle runs relocated, with torch from another venv",
     CHECK_THAT(test::read_text(out / "check.log"), Catch::Contains("acc4: stopped after 30 s (limit)"));
   }
   {
-    const fs::path out = dir / "gpu-out-bench";
-    auto check = test::run_command(env + "OUT=" + test::quote(out.string()) +
-                                       " FRUGAL_GPU_STEPS=8 FRUGAL_GPU_INJECT='fail=python-full "
-                                       "nojson=python-compile' " +
-                                       check_sh + " --bench",
-                                   900);
-    const std::string summary = test::read_text(out / "summary.md");
-    INFO(check.out << check.err << "\n-- summary.md:\n" << summary);
-    CHECK(check.exit_code == 1);
-    const auto rows = summary_rows(summary);
-    CHECK(titles(rows) == lines(must(env + check_sh + " --list --bench").out));
+    const auto [rows, summary] =
+        dry_run(dir / "gpu-out-bench",
+                "FRUGAL_GPU_STEPS=8 FRUGAL_GPU_INJECT='fail=python-full nojson=python-compile'",
+                " --bench");
     std::map<std::string, std::string> result(rows.begin(), rows.end());
     CHECK(result["PyTorch eager, checkpointing none (the reference)"] == "MEASURED");
     CHECK(result["frugal, checkpointing none"] == "MEASURED");

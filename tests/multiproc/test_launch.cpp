@@ -94,14 +94,11 @@ TEST_CASE("too little data for a job speaks of the global batch, per rank and ra
           "[multiproc][launch][bad_input]") {
   TempDir dir;
   const auto cfg = dir / "few.yaml";
-  write_text(cfg, "run: {name: few, dir: '" + dir.path().string() + "'}\n"
-                  "model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16, block_size: 8, "
-                  "vocab_size: 32}\n"
-                  "data: {type: synthetic, micro_batch_size: 4, synthetic_samples: 6, "
-                  "num_workers: 0}\n"
-                  "train: {max_steps: 2, progress: none, eval_batches: 0}\n"
-                  "strategy: {sharding: ddp}\n");
-  CommandResult r = launch(2, quote(frugal_binary()) + " train " + quote(cfg.string()), 120);
+  write_text(cfg, tiny_gpt_yaml(dir.path().string(), "few", 2));
+  // Six samples, four per rank and step: one global batch of eight does not fit.
+  CommandResult r = launch(2, quote(frugal_binary()) + " train " + quote(cfg.string()) +
+                                  " --set data.synthetic_samples=6 --set strategy.sharding=ddp",
+                           120);
   INFO(r.out << r.err);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::EndsWith(
