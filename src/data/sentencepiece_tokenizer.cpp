@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "frugal/io/atomic_file.h"
 #include "frugal/util/error.h"
 #include "regex_split.h"
+#include "util/json_input.h"
 
 namespace frugal::detail {
 namespace {
@@ -33,6 +33,10 @@ namespace {
   return true;
 }();
 
+// A SentencePiece model is a few MiB (Gemma's, 256000 pieces: 4 MiB); read like tokenizer.json,
+// up to the same bound.
+constexpr int64_t kMaxModelBytes = json_input::kTokenizerMaxBytes;
+
 // The library's messages may span lines and end in spaces; frugal's errors are one line.
 std::string one_line_status(const sentencepiece::util::Status& status) {
   std::string message = status.ToString();
@@ -46,7 +50,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   explicit SentencePieceTokenizer(const std::filesystem::path& file) : what_(file.string()) {
     // Read by frugal, parsed by the library: a missing or unreadable file gets frugal's
     // message, a corrupt one the library's.
-    const std::string bytes = io::read_file(file);
+    const std::string bytes = json_input::read_bounded(file, kMaxModelBytes);
     const auto status = processor_.LoadFromSerializedProto(bytes);
     if (!status.ok()) {
       throw Error(
