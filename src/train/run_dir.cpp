@@ -100,7 +100,13 @@ RunDirPlan prepare_run_dir(const Config& cfg, bool create, const CheckpointVerif
     log::warn(fmt::format("run.overwrite: replacing '{}'", plan.dir.string()));
     io::remove_tree(plan.dir);
   }
-  if (create) fs::create_directories(plan.dir);
+  if (create) {
+    for (fs::path p = plan.dir; !p.empty() && !fs::exists(p); p = p.parent_path()) {
+      plan.created = p;
+      if (p == p.parent_path()) break;
+    }
+    fs::create_directories(plan.dir);
+  }
   return plan;
 }
 

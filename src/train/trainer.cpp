@@ -221,7 +221,7 @@ TrainResult Trainer::run() {
     if (s.main && s.plan.fresh) {
       log::close_files();
       try {
-        io::remove_tree(s.plan.dir);
+        io::remove_tree(s.plan.created.empty() ? s.plan.dir : s.plan.created);
       } catch (const std::exception&) {
         // Left behind: the error being reported matters more.
       }
