@@ -18,6 +18,7 @@
 #include "frugal/io/atomic_file.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
+#include "io/made_folders.h"
 #include "util/json_input.h"
 
 namespace frugal {
@@ -30,18 +31,6 @@ struct TempFile {
   bool keep = false;
   ~TempFile() {
     if (!keep) std::remove(path.c_str());
-  }
-};
-
-// The output's folders that did not exist (data/ in a fresh checkout), made before the shard is
-// written and removed again unless it is published: a failed prepare-text leaves nothing.
-struct MadeFolders {
-  std::vector<std::filesystem::path> made;  // outermost first
-  bool keep = false;
-  ~MadeFolders() {
-    if (keep) return;
-    std::error_code ec;
-    for (auto it = made.rbegin(); it != made.rend(); ++it) std::filesystem::remove(*it, ec);
   }
 };
 
@@ -72,22 +61,15 @@ void write_shard(const std::vector<TokenStream>& streams, int64_t total, TokenFo
   if (!out) throw Error(fmt::format("prepare-text: error writing '{}'", output));
 }
 
-// The output's folder is made when missing; `made` records what was created.
-void make_parent_directory(const std::string& output, MadeFolders& made) {
+// The output's folder is made when missing (data/ in a fresh checkout); `made` removes it
+// again when the shard is not written.
+void make_parent_directory(const std::string& output, io::MadeFolders& made) {
   const auto parent = std::filesystem::path(output).parent_path();
   if (parent.empty()) return;
-  std::vector<std::filesystem::path> missing;
-  for (auto p = parent; !p.empty() && !std::filesystem::exists(p); p = p.parent_path()) {
-    missing.insert(missing.begin(), p);
-    if (p == p.parent_path()) break;
-  }
-  for (const auto& p : missing) {
-    std::error_code ec;
-    std::filesystem::create_directory(p, ec);
-    if (ec) {
-      throw Error(fmt::format("prepare-text: cannot create '{}': {}", p.string(), ec.message()));
-    }
-    made.made.push_back(p);
+  try {
+    made.make(parent);
+  } catch (const Error& e) {
+    throw Error(fmt::format("prepare-text: {}", e.what()));
   }
 }
 
@@ -199,7 +181,7 @@ int64_t prepare_text_tokenized(const std::vector<std::string>& inputs, const std
                        ? std::filesystem::path(tokenizer_path)
                        : std::filesystem::path(tokenizer_path).parent_path();
   const auto eos = end_of_text_token(*tokenizer, dir);
-  MadeFolders folders;
+  io::MadeFolders folders;
   make_parent_directory(output, folders);
   TempFile temp{fmt::format("{}.tmp-{}", output, ::getpid())};
   const int64_t total = write_tokenized(inputs, *tokenizer, eos, format, width, temp.path, output);
@@ -207,7 +189,8 @@ int64_t prepare_text_tokenized(const std::vector<std::string>& inputs, const std
     throw Error(fmt::format("prepare-text: cannot write '{}': {}", output,
                             std::generic_category().message(errno)));
   }
-  temp.keep = folders.keep = true;
+  temp.keep = true;
+  folders.keep();
   log::info(fmt::format("prepare-text: wrote {} tokens ({}-bit, vocabulary {}) to '{}' ({})",
                         total, 8 * width, tokenizer->vocab_size(), output, to_string(format)));
   return total;
@@ -235,7 +218,7 @@ int64_t prepare_text(const std::vector<std::string>& inputs, const std::string& 
                     "use the nanogpt format",
                     total, std::numeric_limits<int32_t>::max()));
   }
-  MadeFolders folders;
+  io::MadeFolders folders;
   make_parent_directory(output, folders);
   // Same directory as the output, so the rename is atomic (never across file systems).
   TempFile temp{fmt::format("{}.tmp-{}", output, ::getpid())};
@@ -244,7 +227,8 @@ int64_t prepare_text(const std::vector<std::string>& inputs, const std::string& 
     throw Error(fmt::format("prepare-text: cannot write '{}': {}", output,
                             std::generic_category().message(errno)));
   }
-  temp.keep = folders.keep = true;
+  temp.keep = true;
+  folders.keep();
   log::info(
       fmt::format("prepare-text: wrote {} tokens to '{}' ({})", total, output, to_string(format)));
   return total;

@@ -11,6 +11,7 @@
 #include "frugal/io/atomic_file.h"
 #include "frugal/io/safetensors.h"
 #include "frugal/util/error.h"
+#include "io/made_folders.h"
 #include "util/json_input.h"
 
 namespace fs = std::filesystem;
@@ -201,7 +202,8 @@ void write_folder(const fs::path& out, const ModelConfig& model, const io::Named
   fs::path tmp = out;
   tmp += ".tmp-export";
   if (fs::exists(tmp)) fs::remove_all(tmp);
-  io::create_directories(tmp);
+  io::MadeFolders made;  // tmp and the output's missing parents, removed on failure
+  made.make(tmp);
   // A failure on the way (a full disk, an unreadable tokenizer file) leaves no half-written
   // folder behind.
   try {
@@ -233,6 +235,7 @@ void write_folder(const fs::path& out, const ModelConfig& model, const io::Named
       }
     }
     io::publish_directory_atomic(tmp, out);
+    made.keep();
   } catch (...) {
     std::error_code ec;
     fs::remove_all(tmp, ec);
