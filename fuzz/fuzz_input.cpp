@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -44,6 +46,22 @@ std::string write_scratch_file(const std::string& name, std::string_view bytes) 
   const std::string path = scratch_dir() + "/" + name;
   write_bytes(path, bytes);
   return path;
+}
+
+int defect(Defect kind, const char* what) {
+  std::fprintf(stderr, "fuzz: defect: %s: %s\n",
+               kind == kOtherException ? "an exception that is not frugal::Error"
+                                       : "a frugal::Error that is not one line",
+               what);
+#ifdef FRUGAL_FUZZ_LIBFUZZER
+  std::abort();  // libFuzzer reserves return values other than 0 and -1
+#else
+  return kind;
+#endif
+}
+
+bool is_one_line(std::string_view message) {
+  return !message.empty() && message.find('\n') == std::string_view::npos;
 }
 
 }  // namespace frugal::fuzz

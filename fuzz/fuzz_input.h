@@ -1,7 +1,7 @@
 // What every fuzz target shares (fuzz/targets/*.cpp). A target feeds one input to a real
-// frugal reader: a frugal::Error is the expected answer to bad bytes and is swallowed; anything
-// else (another exception, a crash, a sanitizer report, an allocation past libFuzzer's limit) is
-// a finding. The same entry points run under libFuzzer (the fuzz build, FRUGAL_FUZZ) and over
+// frugal reader: a frugal::Error of one line is the expected answer to bad bytes and is
+// swallowed; anything else (another exception, a message of several lines, a crash, a sanitizer
+// report, an allocation past libFuzzer's limit) is a finding. The same entry points run under libFuzzer (the fuzz build, FRUGAL_FUZZ) and over
 // the seed corpora in the ordinary test suite (tests/unit/test_fuzz_corpus.cpp).
 #pragma once
 
@@ -30,15 +30,34 @@ void write_bytes(const std::string& path, std::string_view bytes);
 // Writes `bytes` to scratch_dir()/name and returns the path.
 std::string write_scratch_file(const std::string& name, std::string_view bytes);
 
-// Runs `read` and swallows the frugal::Error that bad input must give; every other exception
-// escapes (libFuzzer reports it as a crash, the corpus test as a failure).
+// What an entry answers: 0 when the reader gave a result or a clean frugal::Error, else the
+// defect it showed. Under libFuzzer a defect aborts (a finding, with the input saved); in the
+// test suite the entry returns it, so that the corpus replay's CHECK(entry(...) == 0) fails
+// and names the input.
+enum Defect : int {
+  kClean = 0,
+  kOtherException = 1,  // not frugal::Error: the CLI would report an internal error (exit 1)
+  kBadMessage = 2,      // a frugal::Error that is not one non-empty line
+};
+
+// Reports a defect (on stderr, with the exception's text) and answers it as above.
+int defect(Defect kind, const char* what);
+
+// True when a frugal::Error's text is what the CLI may print as its one line.
+bool is_one_line(std::string_view message);
+
+// Runs `read`: a frugal::Error of one line is the expected answer to bad input; any other
+// exception, or an error message of several lines, is a defect.
 template <class Read>
 int expect_frugal_errors_only(Read&& read) {
   try {
     read();
-  } catch (const frugal::Error&) {
+  } catch (const frugal::Error& e) {
+    if (!is_one_line(e.what())) return defect(kBadMessage, e.what());
+  } catch (const std::exception& e) {
+    return defect(kOtherException, e.what());
   }
-  return 0;
+  return kClean;
 }
 
 }  // namespace frugal::fuzz

@@ -2,12 +2,15 @@
 a few broken ones per reader, so that fuzzing starts from the formats' real shapes. Run once
 with the venv's python (torch, safetensors); the output is committed. The checkpoint target's
 valid seeds (valid-*) come from the target itself, which writes its fixture's files when
-FRUGAL_FUZZ_SEEDS names a folder; inputs that once found a problem are added by hand as
-regression-<what>.
+FRUGAL_FUZZ_SEEDS names a folder (the reshard target's too); inputs that once found a problem
+are added by hand as regression-<what>. The tokenizer_json seeds include the bad-input corpus's
+tokenizer files (tests/bad_inputs/corpus/data-tokenizer-*).
 
     .venv/bin/python fuzz/make_seeds.py
     FRUGAL_FUZZ_SEEDS=fuzz/corpus/checkpoint build-fuzz/bin/frugal_fuzz_checkpoint \
         fuzz/corpus/checkpoint/broken-meta.json
+    FRUGAL_FUZZ_SEEDS=fuzz/corpus/reshard build-fuzz/bin/frugal_fuzz_reshard \
+        fuzz/corpus/reshard/broken-index.json
 """
 import io
 import json
@@ -106,11 +109,92 @@ def idx_seeds():
                                               (bad / case / "train-images").read_bytes()))
 
 
+def bad_input_files(prefix, name):
+    """The bad-input corpus's cases of this prefix: (case, bytes of `name` in it)."""
+    bad = root / "tests" / "bad_inputs" / "corpus"
+    for case in sorted(bad.glob(prefix + "*")):
+        for path in [case / name, case / "tok" / name]:
+            if path.is_file():
+                yield case.name, path.read_bytes()
+
+
+def hf_config_seeds():
+    write("hf_config", "valid-llama.json", json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 32,
+        "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
+        "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 4,
+        "max_position_embeddings": 8, "rms_norm_eps": 1e-5, "tie_word_embeddings": True,
+        "hidden_act": "silu", "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"}},
+        indent=2))
+    write("hf_config", "valid-llama3-scaling.json", json.dumps({
+        "model_type": "llama", "vocab_size": 64, "hidden_size": 16, "intermediate_size": 32,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+        "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}))
+    write("hf_config", "valid-qwen2.json", json.dumps({
+        "model_type": "qwen2", "vocab_size": 32, "hidden_size": 8, "intermediate_size": 16,
+        "num_hidden_layers": 1, "num_attention_heads": 2, "use_sliding_window": False}))
+    write("hf_config", "broken-layers-float.json", '{"model_type": "llama", "vocab_size": 32, '
+          '"hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1.0, '
+          '"num_attention_heads": 2}')
+    write("hf_config", "broken-array.json", "[1, 2, 3]")
+
+
+def tokenizer_json_seeds():
+    base = {"version": "1.0", "added_tokens": [
+                {"id": 5, "content": "<|endoftext|>", "single_word": False, "lstrip": False,
+                 "rstrip": False, "normalized": False, "special": True}],
+            "normalizer": {"type": "Sequence", "normalizers": [{"type": "NFC"}]},
+            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": "\\p{N}{1,3}"}, "behavior": "Isolated"},
+                {"type": "Digits", "individual_digits": False},
+                {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]},
+            "model": {"type": "BPE", "dropout": None, "unk_token": None, "ignore_merges": False,
+                      "vocab": {"a": 0, "b": 1, "ab": 2, "c": 3, "abc": 4},
+                      "merges": ["a b", ["ab", "c"]]}}
+    write("tokenizer_json", "valid-small.json", json.dumps(base, indent=1))
+    for case, data in bad_input_files("data-tokenizer-", "tokenizer.json"):
+        write("tokenizer_json", case + ".json", data)
+
+
+def sentencepiece_seeds():
+    # A small BPE model trained here (identity normalization: no 200 KB character map), and
+    # the same cut short and with a byte flipped.
+    import sentencepiece as spm
+    text = root / "tests" / "bad_inputs" / "corpus" / "README.md"
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(input=str(text), model_writer=model, vocab_size=150, hard_vocab_limit=False,
+                                   model_type="bpe", normalization_rule_name="identity",
+                                   minloglevel=2)
+    data = model.getvalue()
+    write("sentencepiece", "valid-bpe.model", data)
+    write("sentencepiece", "broken-truncated.model", data[: len(data) // 2])
+    write("sentencepiece", "broken-flipped.model", data[:9] + bytes([data[9] ^ 0xFF]) + data[10:])
+
+
+def reshard_seeds():
+    # Broken ones; the valid files come from the target itself (FRUGAL_FUZZ_SEEDS, above).
+    layout = {"mode": "zero3", "world_size": 3, "flats": [
+        {"name": "unit/group0", "numel": 7, "names": ["w", "b"], "shapes": [[2, 3], [1]],
+         "offsets": [0, 6]}]}
+    meta = {"step": 5, "data": {"epoch": 0, "position": 10}, "sharding": layout}
+    write("reshard", "broken-layout-world.json", b"\x01" + json.dumps(meta).encode())
+    layout["world_size"] = 2
+    layout["flats"][0]["numel"] = 99
+    write("reshard", "broken-layout-numel.json", b"\x01" + json.dumps(meta).encode())
+    write("reshard", "broken-index.json", b"\x02" + b'{"tensors": {"unit/group0/param": 1}}')
+
+
 if __name__ == "__main__":
-    for target in ["config", "safetensors", "tokens", "idx"]:
+    for target in ["config", "safetensors", "tokens", "idx", "hf_config", "tokenizer_json",
+                   "sentencepiece"]:
         shutil.rmtree(corpus / target, ignore_errors=True)
     config_seeds()
     safetensors_seeds()
     checkpoint_seeds()
     tokens_seeds()
     idx_seeds()
+    hf_config_seeds()
+    tokenizer_json_seeds()
+    sentencepiece_seeds()
+    reshard_seeds()

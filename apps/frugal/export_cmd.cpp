@@ -33,10 +33,11 @@ struct ExportArgs {
 ModelConfig model_of(const fs::path& dir, const Checkpoint& ckpt) {
   const std::string what = (dir / "meta.json").string();
   const nlohmann::json meta = io::checkpoint_meta(ckpt, dir);
-  if (!meta.contains("config")) {
+  if (!meta.is_object() || !meta.contains("config")) {
     throw Error(what + ": no config (written by an older frugal); --format hf needs the "
                        "model's settings");
   }
+  if (!meta["config"].is_string()) throw Error(what + ": config: expected the resolved YAML as a string");
   return resolved_model_config(meta["config"].get<std::string>(), what);
 }
 
@@ -109,8 +110,12 @@ void add_export(CLI::App& app, Action& run) {
         hf::write_folder(fresh, model, tensors,
                          static_cast<int64_t>(args->max_shard_mb * 1024 * 1024), tokenizer_dir);
         if (fresh != out) {
-          fs::remove_all(out);
-          fs::rename(fresh, out);
+          std::error_code ec;
+          fs::remove_all(out, ec);
+          if (!ec) fs::rename(fresh, out, ec);
+          if (ec) {
+            throw Error(fmt::format("export: cannot replace '{}': {}", out.string(), ec.message()));
+          }
         }
       } else if (args->format == "pt") {
         io::write_pt(out, tensors);

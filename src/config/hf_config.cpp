@@ -2,11 +2,11 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <optional>
 
 #include "frugal/util/error.h"
+#include "util/json_input.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -14,91 +14,105 @@ using nlohmann::json;
 namespace frugal::hf {
 namespace {
 
-json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(fmt::format("{}: no such file", path.string()));
-  std::stringstream text;
-  text << in.rdbuf();
-  try {
-    return json::parse(text.str());
-  } catch (const json::exception& e) {
-    throw Error(fmt::format("{}: not valid JSON ({})", path.string(), e.what()));
-  }
-}
+// The sizes frugal accepts from a config.json (docs/models.md, "Hostile files"): far above any
+// released model (Llama 3.1 405B: hidden_size 16384, 126 layers, 128256 tokens), far below
+// what would make building the model an absurd allocation before its weights are looked at.
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+constexpr int64_t kMaxWidth = int64_t{1} << 16;
+constexpr int64_t kMaxIntermediate = int64_t{1} << 20;
+constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxPositions = int64_t{1} << 24;
 
 }  // namespace
 
 ModelConfig read_model_config(const fs::path& dir, ModelConfig m) {
   const fs::path file = dir / "config.json";
-  const json c = read_json(file);
-  const std::string what = file.string();
-  auto fail = [&](const std::string& key, const std::string& message) {
-    throw Error(fmt::format("{}: {}: {}", what, key, message));
-  };
-  const std::string type = c.value("model_type", std::string());
+  if (!fs::exists(file)) throw Error(fmt::format("{}: no such file", file.string()));
+  const nlohmann::json doc = json_input::parse_file(file, json_input::kConfigMaxBytes);
+  const json_input::Node c(doc, file.string());
+  c.object();
+  const std::string type = c.string_or("model_type", "");
   if (type != "llama" && type != "mistral" && type != "qwen2") {
-    fail("model_type", fmt::format("'{}' is not a Llama-family model (llama, mistral, qwen2)", type));
+    c.at("model_type").fail(
+        fmt::format("'{}' is not a Llama-family model (llama, mistral, qwen2)", type));
   }
-  // json's type errors ("type must be number, but is string") name no key: each read notes
-  // the key it reads, for the message.
-  std::string key;
-  auto at = [&key](const json& obj, const char* name) -> const json& {
-    key = name;
-    return obj.at(name);
-  };
-  auto value = [&key](const json& obj, const char* name, auto fallback) {
-    key = name;
-    return obj.value(name, fallback);
-  };
-  try {
-    m.type = "llama";
-    m.size.clear();
-    m.vocab_size = at(c, "vocab_size").get<int64_t>();
-    m.n_embd = at(c, "hidden_size").get<int64_t>();
-    m.intermediate_size = at(c, "intermediate_size").get<int64_t>();
-    m.n_layer = at(c, "num_hidden_layers").get<int64_t>();
-    m.n_head = at(c, "num_attention_heads").get<int64_t>();
-    m.n_kv_head = value(c, "num_key_value_heads", m.n_head);
-    m.block_size = value(c, "max_position_embeddings", m.block_size);
-    m.rms_norm_eps = value(c, "rms_norm_eps", 1e-6);
-    m.tie_embeddings = value(c, "tie_word_embeddings", type != "llama" && type != "mistral");
-    m.qkv_bias = type == "qwen2";
-    m.dropout = 0.0;
-    if (c.contains("head_dim") && !c["head_dim"].is_null() &&
-        at(c, "head_dim").get<int64_t>() * m.n_head != m.n_embd) {
-      fail("head_dim", fmt::format("{} x {} heads is not hidden_size {}: frugal's Llama has "
-                                   "head_dim = hidden_size / num_attention_heads",
-                                   c["head_dim"].get<int64_t>(), m.n_head, m.n_embd));
+  m.type = "llama";
+  m.size.clear();
+  m.vocab_size = c.at("vocab_size").integer(1, kMaxVocab);
+  m.n_embd = c.at("hidden_size").integer(1, kMaxWidth);
+  m.intermediate_size = c.at("intermediate_size").integer(1, kMaxIntermediate);
+  m.n_layer = c.at("num_hidden_layers").integer(1, kMaxLayers);
+  m.n_head = c.at("num_attention_heads").integer(1, kMaxWidth);
+  m.n_kv_head = c.integer_or("num_key_value_heads", m.n_head, 1, kMaxWidth);
+  m.block_size = c.integer_or("max_position_embeddings", m.block_size, 1, kMaxPositions);
+  m.rms_norm_eps = c.number_or("rms_norm_eps", 1e-6, 0, 1);
+  m.tie_embeddings = c.boolean_or("tie_word_embeddings", type != "llama" && type != "mistral");
+  m.qkv_bias = type == "qwen2";
+  m.dropout = 0.0;
+  // Relations, in the file's words (validation would name frugal's model.n_head instead).
+  if (m.n_embd % m.n_head != 0) {
+    c.at("num_attention_heads")
+        .fail(fmt::format("{} does not divide hidden_size {}", m.n_head, m.n_embd));
+  }
+  if (m.n_head % m.n_kv_head != 0) {
+    c.at("num_key_value_heads")
+        .fail(fmt::format("{} does not divide num_attention_heads {}", m.n_kv_head, m.n_head));
+  }
+  if ((m.n_embd / m.n_head) % 2 != 0) {
+    c.at("num_attention_heads")
+        .fail(fmt::format("hidden_size {} / {} heads is odd; rotary embeddings need an even "
+                          "head size",
+                          m.n_embd, m.n_head));
+  }
+  if (m.rms_norm_eps <= 0 || m.rms_norm_eps >= 1) {
+    c.at("rms_norm_eps").fail(fmt::format("expected a number between 0 and 1, got {}", m.rms_norm_eps));
+  }
+  if (auto head_dim = c.find("head_dim")) {
+    const int64_t hd = head_dim->integer(1, kMaxWidth);
+    if (hd * m.n_head != m.n_embd) {
+      head_dim->fail(fmt::format("{} x {} heads is not hidden_size {}: frugal's Llama has "
+                                 "head_dim = hidden_size / num_attention_heads",
+                                 hd, m.n_head, m.n_embd));
     }
-    if (value(c, "attention_bias", false)) {
-      fail("attention_bias", "true (biases on q, k, v and o) is not supported; Qwen2's q/k/v "
-                             "biases are (model_type qwen2)");
+  }
+  if (c.boolean_or("attention_bias", false)) {
+    c.at("attention_bias").fail("true (biases on q, k, v and o) is not supported; Qwen2's q/k/v "
+                                "biases are (model_type qwen2)");
+  }
+  if (c.boolean_or("mlp_bias", false)) c.at("mlp_bias").fail("true is not supported");
+  if (c.boolean_or("use_sliding_window", false)) c.at("use_sliding_window").fail("true is not supported");
+  const std::string act = c.string_or("hidden_act", "silu");
+  if (act != "silu") c.at("hidden_act").fail(fmt::format("'{}' (frugal's Llama uses silu)", act));
+  // transformers 5 writes rope_parameters {rope_theta, rope_type, ...}; 4.x wrote
+  // rope_theta at the top and rope_scaling {rope_type (or type), ...}.
+  std::optional<json_input::Node> rope = c.find("rope_parameters");
+  if (!rope) rope = c.find("rope_scaling");
+  const nlohmann::json empty = nlohmann::json::object();
+  if (!rope) rope = json_input::Node(empty, file.string());
+  rope->object();
+  m.rope_theta = rope->number_or("rope_theta", c.number_or("rope_theta", 10000.0, 0, 1e12), 0, 1e12);
+  if (m.rope_theta <= 0) {
+    (rope->find("rope_theta") ? *rope->find("rope_theta") : c.at("rope_theta"))
+        .fail("expected a positive number, got 0");
+  }
+  const std::string rope_type = rope->string_or("rope_type", rope->string_or("type", "default"));
+  if (rope_type == "default") {
+    m.rope_scaling = "none";
+  } else if (rope_type == "llama3") {
+    m.rope_scaling = "llama3";
+    m.rope_factor = rope->at("factor").number(1, 1e6);
+    m.rope_low_freq_factor = rope->at("low_freq_factor").number(0, 1e6);
+    m.rope_high_freq_factor = rope->at("high_freq_factor").number(0, 1e6);
+    m.rope_original_max_position =
+        rope->at("original_max_position_embeddings").integer(1, kMaxPositions);
+    if (!(m.rope_high_freq_factor > m.rope_low_freq_factor && m.rope_low_freq_factor > 0)) {
+      rope->at("high_freq_factor")
+          .fail(fmt::format("expected more than low_freq_factor {} > 0, got {}",
+                            m.rope_low_freq_factor, m.rope_high_freq_factor));
     }
-    if (value(c, "mlp_bias", false)) fail("mlp_bias", "true is not supported");
-    if (value(c, "use_sliding_window", false)) fail("use_sliding_window", "true is not supported");
-    const std::string act = value(c, "hidden_act", std::string("silu"));
-    if (act != "silu") fail("hidden_act", fmt::format("'{}' (frugal's Llama uses silu)", act));
-    // transformers 5 writes rope_parameters {rope_theta, rope_type, ...}; 4.x wrote
-    // rope_theta at the top and rope_scaling {rope_type (or type), ...}.
-    json rope = c.contains("rope_parameters") && c["rope_parameters"].is_object()
-                    ? c["rope_parameters"]
-                    : (c.contains("rope_scaling") && c["rope_scaling"].is_object() ? c["rope_scaling"]
-                                                                                    : json::object());
-    m.rope_theta = value(rope, "rope_theta", value(c, "rope_theta", 10000.0));
-    std::string rope_type = value(rope, "rope_type", value(rope, "type", std::string("default")));
-    if (rope_type == "default") {
-      m.rope_scaling = "none";
-    } else if (rope_type == "llama3") {
-      m.rope_scaling = "llama3";
-      m.rope_factor = at(rope, "factor").get<double>();
-      m.rope_low_freq_factor = at(rope, "low_freq_factor").get<double>();
-      m.rope_high_freq_factor = at(rope, "high_freq_factor").get<double>();
-      m.rope_original_max_position = at(rope, "original_max_position_embeddings").get<int64_t>();
-    } else {
-      fail("rope_type", fmt::format("'{}' is not supported (default, llama3)", rope_type));
-    }
-  } catch (const json::exception& e) {
-    throw Error(fmt::format("{}: {}: {}", what, key, e.what()));
+  } else {
+    (rope->find("rope_type") ? *rope->find("rope_type") : rope->at("type"))
+        .fail(fmt::format("'{}' is not supported (default, llama3)", rope_type));
   }
   return m;
 }

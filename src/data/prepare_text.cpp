@@ -18,6 +18,8 @@
 #include "frugal/io/atomic_file.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
+#include "io/made_folders.h"
+#include "util/json_input.h"
 
 namespace frugal {
 
@@ -59,16 +61,30 @@ void write_shard(const std::vector<TokenStream>& streams, int64_t total, TokenFo
   if (!out) throw Error(fmt::format("prepare-text: error writing '{}'", output));
 }
 
-// The output's folder is made when missing (data/ in a fresh checkout).
-void make_parent_directory(const std::string& output) {
+// The output's folder is made when missing (data/ in a fresh checkout); `made` removes it
+// again when the shard is not written.
+void make_parent_directory(const std::string& output, io::MadeFolders& made) {
   const auto parent = std::filesystem::path(output).parent_path();
-  std::error_code ec;
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  if (ec) throw Error(fmt::format("prepare-text: cannot create '{}': {}", parent.string(), ec.message()));
+  if (parent.empty()) return;
+  try {
+    made.make(parent);
+  } catch (const Error& e) {
+    throw Error(fmt::format("prepare-text: {}", e.what()));
+  }
 }
 
-// Appends `ids` to `out` as little-endian tokens of `width` bytes.
-void write_tokens(std::ofstream& out, const std::vector<int64_t>& ids, int width) {
+// Appends `ids` to `out` as little-endian tokens of `width` bytes. An id the width cannot
+// hold is refused rather than wrapped into another token.
+void write_tokens(std::ofstream& out, const std::vector<int64_t>& ids, int width,
+                  const std::string& file) {
+  const int64_t limit = int64_t{1} << (8 * width);
+  for (int64_t id : ids) {
+    if (id < 0 || id >= limit) {
+      throw Error(fmt::format("prepare-text: '{}': token id {} does not fit the shard's {}-bit "
+                              "tokens",
+                              file, id, 8 * width));
+    }
+  }
   if (width == 2) {
     std::vector<uint16_t> packed(ids.begin(), ids.end());
     out.write(reinterpret_cast<const char*>(packed.data()), static_cast<std::streamsize>(2 * packed.size()));
@@ -96,7 +112,7 @@ int64_t write_tokenized(const std::vector<std::string>& inputs, const Tokenizer&
         throw Error(fmt::format("prepare-text: '{}': {}", file, e.what()));
       }
       ids.push_back(eos);
-      write_tokens(out, ids, width);
+      write_tokens(out, ids, width, file);
       total += static_cast<int64_t>(ids.size());
     }
   }
@@ -123,17 +139,13 @@ int64_t end_of_text_token(const Tokenizer& tokenizer, const std::filesystem::pat
   // tokenizer file declares (a SentencePiece model's eos piece), else a common name.
   const auto config = dir / "tokenizer_config.json";
   if (std::filesystem::exists(config)) {
-    try {
-      const auto j = nlohmann::json::parse(io::read_file(config));
-      if (j.contains("eos_token")) {
-        const auto& e = j["eos_token"];
-        const std::string content = e.is_string() ? e.get<std::string>()
-                                    : e.is_object() ? e.value("content", std::string())
-                                                    : std::string();
-        if (auto id = tokenizer.token_id(content)) return *id;
-      }
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(fmt::format("{}: not valid JSON ({})", config.string(), e.what()));
+    const auto doc = json_input::parse_file(config, json_input::kTokenizerConfigMaxBytes);
+    const json_input::Node j(doc, config.string());
+    j.object();
+    if (auto e = j.find("eos_token")) {
+      const std::string content = e->value().is_object() ? e->at("content").string() : e->string();
+      if (auto id = tokenizer.token_id(content)) return *id;
+      e->fail(fmt::format("'{}' is not a token of the tokenizer", content));
     }
   }
   if (auto id = tokenizer.end_of_text_id()) return *id;
@@ -169,7 +181,8 @@ int64_t prepare_text_tokenized(const std::vector<std::string>& inputs, const std
                        ? std::filesystem::path(tokenizer_path)
                        : std::filesystem::path(tokenizer_path).parent_path();
   const auto eos = end_of_text_token(*tokenizer, dir);
-  make_parent_directory(output);
+  io::MadeFolders folders;
+  make_parent_directory(output, folders);
   TempFile temp{fmt::format("{}.tmp-{}", output, ::getpid())};
   const int64_t total = write_tokenized(inputs, *tokenizer, eos, format, width, temp.path, output);
   if (std::rename(temp.path.c_str(), output.c_str()) != 0) {
@@ -177,6 +190,7 @@ int64_t prepare_text_tokenized(const std::vector<std::string>& inputs, const std
                             std::generic_category().message(errno)));
   }
   temp.keep = true;
+  folders.keep();
   log::info(fmt::format("prepare-text: wrote {} tokens ({}-bit, vocabulary {}) to '{}' ({})",
                         total, 8 * width, tokenizer->vocab_size(), output, to_string(format)));
   return total;
@@ -204,7 +218,8 @@ int64_t prepare_text(const std::vector<std::string>& inputs, const std::string& 
                     "use the nanogpt format",
                     total, std::numeric_limits<int32_t>::max()));
   }
-  make_parent_directory(output);
+  io::MadeFolders folders;
+  make_parent_directory(output, folders);
   // Same directory as the output, so the rename is atomic (never across file systems).
   TempFile temp{fmt::format("{}.tmp-{}", output, ::getpid())};
   write_shard(streams, total, format, temp.path, output);
@@ -213,6 +228,7 @@ int64_t prepare_text(const std::vector<std::string>& inputs, const std::string& 
                             std::generic_category().message(errno)));
   }
   temp.keep = true;
+  folders.keep();
   log::info(
       fmt::format("prepare-text: wrote {} tokens to '{}' ({})", total, output, to_string(format)));
   return total;

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "frugal/io/atomic_file.h"
 #include "frugal/util/error.h"
 #include "regex_split.h"
+#include "util/json_input.h"
 
 namespace frugal::detail {
 namespace {
@@ -33,6 +33,10 @@ namespace {
   return true;
 }();
 
+// A SentencePiece model is a few MiB (Gemma's, 256000 pieces: 4 MiB); read like tokenizer.json,
+// up to the same bound.
+constexpr int64_t kMaxModelBytes = json_input::kTokenizerMaxBytes;
+
 // The library's messages may span lines and end in spaces; frugal's errors are one line.
 std::string one_line_status(const sentencepiece::util::Status& status) {
   std::string message = status.ToString();
@@ -46,14 +50,16 @@ class SentencePieceTokenizer final : public Tokenizer {
   explicit SentencePieceTokenizer(const std::filesystem::path& file) : what_(file.string()) {
     // Read by frugal, parsed by the library: a missing or unreadable file gets frugal's
     // message, a corrupt one the library's.
-    const std::string bytes = io::read_file(file);
-    const auto status = processor_.LoadFromSerializedProto(bytes);
-    if (!status.ok()) {
-      throw Error(
-          fmt::format("{}: not a valid SentencePiece model (expected a serialized "
-                      "ModelProto, as spm_train writes; the library says: {})",
-                      what_, one_line_status(status)));
+    const std::string bytes = json_input::read_bounded(file, kMaxModelBytes);
+    sentencepiece::util::Status status;
+    try {
+      status = processor_.LoadFromSerializedProto(bytes);
+    } catch (const std::exception& e) {
+      // Some malformed models get past the library's checks and throw from inside it (its
+      // double-array trie refuses an empty piece: "failed to insert key: zero-length key").
+      fail_load(e.what());
     }
+    if (!status.ok()) fail_load(one_line_status(status));
   }
 
   std::vector<int64_t> encode(std::string_view text) const override {
@@ -64,7 +70,7 @@ class SentencePieceTokenizer final : public Tokenizer {
       throw Error(fmt::format("tokenizer: the text is not valid UTF-8 (byte {})", bad));
     }
     std::vector<int> ids;
-    const auto status = processor_.Encode(text, &ids);
+    const auto status = library_call([&] { return processor_.Encode(text, &ids); });
     if (!status.ok()) {
       throw Error(fmt::format("{}: encode failed ({})", what_, one_line_status(status)));
     }
@@ -81,7 +87,7 @@ class SentencePieceTokenizer final : public Tokenizer {
       narrow.push_back(static_cast<int>(id));
     }
     std::string text;
-    const auto status = processor_.Decode(narrow, &text);
+    const auto status = library_call([&] { return processor_.Decode(narrow, &text); });
     if (!status.ok()) {
       throw Error(fmt::format("{}: decode failed ({})", what_, one_line_status(status)));
     }
@@ -105,6 +111,26 @@ class SentencePieceTokenizer final : public Tokenizer {
   }
 
  private:
+  // A library call whose exception (a model that loaded but is inconsistent) becomes a failed
+  // status naming the file, as its own failures are.
+  template <class Call>
+  sentencepiece::util::Status library_call(const Call& call) const {
+    try {
+      return call();
+    } catch (const std::exception& e) {
+      return sentencepiece::util::Status(sentencepiece::util::StatusCode::kInternal, e.what());
+    }
+  }
+
+  [[noreturn]] void fail_load(const std::string& says) const {
+    std::string one_line = says;
+    std::replace(one_line.begin(), one_line.end(), '\n', ' ');
+    throw Error(
+        fmt::format("{}: not a valid SentencePiece model (expected a serialized ModelProto, as "
+                    "spm_train writes; the library says: {})",
+                    what_, one_line));
+  }
+
   std::string what_;
   sentencepiece::SentencePieceProcessor processor_;
 };

@@ -16,12 +16,13 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
-#include "frugal/io/atomic_file.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
+#include "bpe_tables.h"
 #include "regex_split.h"
 #include "sentencepiece_tokenizer.h"
 #include "unicode_normalize.h"
+#include "util/json_input.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -116,57 +117,35 @@ void cut(const std::string& piece, const std::vector<std::pair<size_t, size_t>>&
 
 class BpeTokenizer final : public Tokenizer {
  public:
-  BpeTokenizer(const json& j, const std::string& what) : what_(what) {
-    auto fail = [&](const std::string& field, const std::string& message) {
-      throw Error(fmt::format("{}: {}: {}", what, field, message));
-    };
-    if (!j.contains("model") || !j["model"].is_object()) fail("model", "missing");
-    const json& m = j["model"];
-    if (m.value("type", std::string()) != "BPE") {
-      fail("model.type", fmt::format("'{}' (supported: BPE)", m.value("type", std::string())));
+  // Every value read through json_input::Node: a wrong type is an error naming the key.
+  explicit BpeTokenizer(const json_input::Node& j) : what_(j.file()) {
+    j.object();
+    const json_input::Node m = j.at("model");
+    m.object();
+    const std::string type = m.string_or("type", "");
+    if (type != "BPE") {
+      (m.find("type") ? *m.find("type") : m.at("type")).fail(fmt::format("'{}' (supported: BPE)", type));
     }
-    if (m.contains("dropout") && !m["dropout"].is_null()) fail("model.dropout", "must be null");
+    if (auto dropout = m.find("dropout")) dropout->fail("must be null");
     for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-      if (m.contains(key) && !m[key].is_null() && m[key] != "") fail(std::string("model.") + key, "not supported");
+      if (auto v = m.find(key); v && v->string() != "") v->fail("not supported");
     }
-    if (m.value("byte_fallback", false)) fail("model.byte_fallback", "not supported (byte-level BPE needs none)");
-    ignore_merges_ = m.value("ignore_merges", false);
-    for (const auto& [token, id] : m.at("vocab").items()) {
-      vocab_[token] = id.get<int64_t>();
-      max_id_ = std::max(max_id_, id.get<int64_t>());
+    if (m.boolean_or("byte_fallback", false)) {
+      m.at("byte_fallback").fail("not supported (byte-level BPE needs none)");
     }
-    int64_t rank = 0;
-    for (const auto& merge : m.at("merges")) {
-      std::string a, b;
-      if (merge.is_string()) {
-        const std::string s = merge.get<std::string>();
-        const size_t space = s.find(' ');
-        if (space == std::string::npos) fail("model.merges", fmt::format("'{}' is not 'a b'", s));
-        a = s.substr(0, space), b = s.substr(space + 1);
-      } else {
-        a = merge.at(0).get<std::string>(), b = merge.at(1).get<std::string>();
-      }
-      ranks_.emplace(a + '\x01' + b, rank++);
-    }
-    if (m.contains("unk_token") && m["unk_token"].is_string()) {
-      auto it = vocab_.find(m["unk_token"].get<std::string>());
-      if (it != vocab_.end()) unk_ = it->second;
-    }
-    parse_normalizer(j.contains("normalizer") ? j["normalizer"] : json(), "normalizer");
-    for (const auto& t : j.value("added_tokens", json::array())) {
-      if (t.value("lstrip", false) || t.value("rstrip", false) || t.value("single_word", false)) {
-        fail("added_tokens", fmt::format("'{}' uses lstrip / rstrip / single_word (not supported)",
-                                         t.value("content", std::string())));
-      }
-      const std::string content = t.at("content").get<std::string>();
-      const int64_t id = t.at("id").get<int64_t>();
-      added_[content] = id;
-      added_by_id_[id] = content;
-      max_id_ = std::max(max_id_, id);
-      // `tokenizers` writes the flag; without it, special tokens are matched in the raw text.
-      const bool normalized = t.value("normalized", !t.value("special", false));
-      AddedByFirstByte& table = normalized ? added_in_normalized_ : added_in_raw_;
-      if (!content.empty()) table[static_cast<unsigned char>(content[0])].push_back(content);
+    ignore_merges_ = m.boolean_or("ignore_merges", false);
+    detail::BpeTables tables = detail::read_bpe_tables(j);
+    vocab_ = std::move(tables.vocab);
+    by_id_ = std::move(tables.token_of_id);
+    ranks_ = std::move(tables.ranks);
+    unk_ = tables.unk;
+    max_id_ = tables.max_id;
+    parse_normalizer(j.find("normalizer"));
+    for (const detail::AddedToken& t : tables.added) {
+      added_[t.content] = t.id;
+      added_by_id_[t.id] = t.content;
+      AddedByFirstByte& table = t.normalized ? added_in_normalized_ : added_in_raw_;
+      if (!t.content.empty()) table[static_cast<unsigned char>(t.content[0])].push_back(t.content);
     }
     for (AddedByFirstByte* table : {&added_in_raw_, &added_in_normalized_}) {
       for (auto& [_, list] : *table) {
@@ -174,8 +153,12 @@ class BpeTokenizer final : public Tokenizer {
                   [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
       }
     }
-    parse_pre_tokenizer(j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json(), "pre_tokenizer");
-    if (!byte_level_) fail("pre_tokenizer", "no ByteLevel step (only byte-level BPE is supported)");
+    parse_pre_tokenizer(j.find("pre_tokenizer"));
+    if (!byte_level_) {
+      throw Error(fmt::format("{}: pre_tokenizer: no ByteLevel step (only byte-level BPE is "
+                              "supported)",
+                              what_));
+    }
   }
 
   std::vector<int64_t> encode(std::string_view text) const override {
@@ -200,9 +183,6 @@ class BpeTokenizer final : public Tokenizer {
   }
 
   std::string decode(const std::vector<int64_t>& ids) const override {
-    std::call_once(inverse_once_, [this] {
-      for (const auto& [token, id] : vocab_) by_id_[id] = token;
-    });
     std::string out;
     const ByteAlphabet& a = alphabet();
     for (int64_t id : ids) {
@@ -270,19 +250,14 @@ class BpeTokenizer final : public Tokenizer {
   }
 
   // The Unicode normalization forms, in order (a Sequence may hold several).
-  void parse_normalizer(const json& n, const std::string& field) {
-    auto fail = [&](const std::string& message) {
-      throw Error(fmt::format("{}: {}: {}", what_, field, message));
-    };
-    if (n.is_null()) return;
-    if (!n.is_object()) fail("must be an object or null");
-    const std::string type = n.value("type", std::string());
+  void parse_normalizer(const std::optional<json_input::Node>& n) {
+    if (!n) return;
+    n->object();
+    const std::string type = n->string_or("type", "");
     if (type == "Sequence") {
-      if (!n.contains("normalizers") || !n["normalizers"].is_array()) fail("normalizers: missing");
-      int k = 0;
-      for (const json& step : n["normalizers"]) {
-        parse_normalizer(step, fmt::format("{}.normalizers[{}]", field, k++));
-      }
+      const json_input::Node steps = n->at("normalizers");
+      steps.array();
+      for (size_t k = 0; k < steps.value().size(); ++k) parse_normalizer(steps.item(k));
     } else if (type == "NFC") {
       forms_.push_back(detail::UnicodeForm::nfc);
     } else if (type == "NFD") {
@@ -292,54 +267,50 @@ class BpeTokenizer final : public Tokenizer {
     } else if (type == "NFKD") {
       forms_.push_back(detail::UnicodeForm::nfkd);
     } else {
-      fail(fmt::format("type '{}' is not supported (NFC, NFD, NFKC, NFKD, or a Sequence of them)",
-                       type));
+      n->fail(fmt::format("type '{}' is not supported (NFC, NFD, NFKC, NFKD, or a Sequence of them)",
+                          type));
     }
   }
 
-  void parse_pre_tokenizer(const json& p, const std::string& field) {
-    auto fail = [&](const std::string& message) {
-      throw Error(fmt::format("{}: {}: {}", what_, field, message));
-    };
-    if (p.is_null()) return;
-    const std::string type = p.value("type", std::string());
-    if (byte_level_) fail("a step after ByteLevel is not supported");
+  void parse_pre_tokenizer(const std::optional<json_input::Node>& p) {
+    if (!p) return;
+    p->object();
+    const std::string type = p->string_or("type", "");
+    const std::string where = what_ + ": " + p->key();
+    if (byte_level_) p->fail("a step after ByteLevel is not supported");
     if (type == "Sequence") {
-      int k = 0;
-      for (const json& step : p.at("pretokenizers")) {
-        parse_pre_tokenizer(step, fmt::format("{}.pretokenizers[{}]", field, k++));
-      }
+      const json_input::Node steps = p->at("pretokenizers");
+      steps.array();
+      for (size_t k = 0; k < steps.value().size(); ++k) parse_pre_tokenizer(steps.item(k));
     } else if (type == "Split") {
       PreStep s{PreStep::Kind::split};
-      const json& pattern = p.at("pattern");
-      if (p.value("invert", false)) fail("invert: true is not supported");
-      s.behavior = p.value("behavior", std::string("Isolated"));
+      const json_input::Node pattern = p->at("pattern");
+      if (p->boolean_or("invert", false)) p->fail("invert: true is not supported");
+      s.behavior = p->string_or("behavior", "Isolated");
       if (s.behavior != "Isolated" && s.behavior != "Removed" && s.behavior != "MergedWithPrevious" &&
           s.behavior != "MergedWithNext") {
-        fail(fmt::format("behavior '{}' is not supported", s.behavior));
+        p->fail(fmt::format("behavior '{}' is not supported", s.behavior));
       }
-      if (pattern.contains("Regex")) {
-        s.regex = std::make_shared<detail::Regex>(pattern["Regex"].get<std::string>(), false,
-                                                  what_ + ": " + field);
+      if (auto regex = pattern.find("Regex")) {
+        s.regex = std::make_shared<detail::Regex>(regex->string(), false, where);
       } else {
-        s.regex = std::make_shared<detail::Regex>(pattern.at("String").get<std::string>(), true,
-                                                  what_ + ": " + field);
+        s.regex = std::make_shared<detail::Regex>(pattern.at("String").string(), true, where);
       }
       steps_.push_back(std::move(s));
     } else if (type == "Digits") {
       PreStep s{PreStep::Kind::digits};
-      s.individual_digits = p.value("individual_digits", false);
+      s.individual_digits = p->boolean_or("individual_digits", false);
       s.regex = std::make_shared<detail::Regex>(s.individual_digits ? "\\p{N}" : "\\p{N}+", false,
-                                                what_ + ": " + field);
+                                                where);
       steps_.push_back(std::move(s));
     } else if (type == "ByteLevel") {
       PreStep s{PreStep::Kind::byte_level};
-      s.add_prefix_space = p.value("add_prefix_space", false);
-      if (p.value("use_regex", true)) s.regex = std::make_shared<detail::Regex>(kGpt2Pattern, false, "GPT-2");
+      s.add_prefix_space = p->boolean_or("add_prefix_space", false);
+      if (p->boolean_or("use_regex", true)) s.regex = std::make_shared<detail::Regex>(kGpt2Pattern, false, "GPT-2");
       steps_.push_back(std::move(s));
       byte_level_ = true;
     } else {
-      fail(fmt::format("type '{}' is not supported (Sequence, Split, Digits, ByteLevel)", type));
+      p->fail(fmt::format("type '{}' is not supported (Sequence, Split, Digits, ByteLevel)", type));
     }
   }
 
@@ -447,8 +418,7 @@ class BpeTokenizer final : public Tokenizer {
   int64_t max_id_ = -1;
   mutable std::mutex cache_mutex_;
   mutable std::unordered_map<std::string, std::vector<int64_t>> cache_;
-  mutable std::once_flag inverse_once_;
-  mutable std::unordered_map<int64_t, std::string> by_id_;
+  std::unordered_map<int64_t, std::string> by_id_;  // model.vocab inverted
 };
 
 bool is_sentencepiece_file(const fs::path& file) { return file.extension() == ".model"; }
@@ -483,15 +453,16 @@ fs::path tokenizer_file_in(const fs::path& dir) {
 
 std::shared_ptr<Tokenizer> load_tokenizer_json(const fs::path& file) {
   json j;
+  const std::string text = json_input::read_bounded(file, json_input::kTokenizerMaxBytes);
   try {
-    j = json::parse(io::read_file(file));
+    j = json::parse(text);
   } catch (const json::exception& e) {
     throw Error(
         fmt::format("{}: not valid JSON ({}); expected a tokenizer.json or a "
                     "SentencePiece .model file",
                     file.string(), e.what()));
   }
-  return std::make_shared<BpeTokenizer>(j, file.string());
+  return std::make_shared<BpeTokenizer>(json_input::Node(j, file.string()));
 }
 
 }  // namespace

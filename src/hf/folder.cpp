@@ -11,21 +11,14 @@
 #include "frugal/io/atomic_file.h"
 #include "frugal/io/safetensors.h"
 #include "frugal/util/error.h"
+#include "io/made_folders.h"
+#include "util/json_input.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace frugal::hf {
 namespace {
-
-json read_json(const fs::path& path) {
-  if (!fs::exists(path)) throw Error(fmt::format("{}: no such file", path.string()));
-  try {
-    return json::parse(io::read_file(path));
-  } catch (const json::exception& e) {
-    throw Error(fmt::format("{}: not valid JSON ({})", path.string(), e.what()));
-  }
-}
 
 // frugal's name for a transformers parameter name.
 std::string frugal_name(const std::string& name) {
@@ -38,12 +31,21 @@ io::NamedTensors read_weights(const fs::path& dir) {
   std::vector<fs::path> files;
   const fs::path index = dir / "model.safetensors.index.json";
   if (fs::exists(index)) {
-    const json j = read_json(index);
-    if (!j.contains("weight_map") || !j["weight_map"].is_object()) {
-      throw Error(index.string() + ": no weight_map");
-    }
+    const json doc = json_input::parse_file(index, json_input::kIndexMaxBytes);
+    const json_input::Node j(doc, index.string());
+    const json_input::Node map = j.at("weight_map");
     std::set<std::string> shards;
-    for (const auto& [name, file] : j["weight_map"].items()) shards.insert(file.get<std::string>());
+    for (const auto& [name, value] : map.object().items()) {
+      const std::string file =
+          json_input::Node(value, index.string(), map.key() + "[" + json(name).dump() + "]")
+              .string();
+      // A shard is a file of this folder: a path that leads elsewhere is not read.
+      if (file.empty() || file.find('/') != std::string::npos || file == "." || file == "..") {
+        map.fail(fmt::format("{}: '{}' is not a file name in the folder", json(name).dump(), file));
+      }
+      shards.insert(file);
+    }
+    if (shards.empty()) map.fail("names no tensor");
     for (const auto& s : shards) files.push_back(dir / s);
   } else if (fs::exists(dir / "model.safetensors")) {
     files.push_back(dir / "model.safetensors");
@@ -200,29 +202,45 @@ void write_folder(const fs::path& out, const ModelConfig& model, const io::Named
   fs::path tmp = out;
   tmp += ".tmp-export";
   if (fs::exists(tmp)) fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  io::write_file_atomic(tmp / "config.json", config);
-  const std::map<std::string, std::string> meta = {{"format", "pt"}};
-  if (shards.size() == 1) {
-    io::write_safetensors(tmp / "model.safetensors", shards.front(), meta);
-  } else {
-    json index = {{"metadata", {{"total_size", total}}}, {"weight_map", json::object()}};
-    for (size_t i = 0; i < shards.size(); ++i) {
-      const std::string file =
-          fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
-      io::write_safetensors(tmp / file, shards[i], meta);
-      for (const auto& [name, _] : shards[i]) index["weight_map"][name] = file;
+  io::MadeFolders made;  // tmp and the output's missing parents, removed on failure
+  made.make(tmp);
+  // A failure on the way (a full disk, an unreadable tokenizer file) leaves no half-written
+  // folder behind.
+  try {
+    io::write_file_atomic(tmp / "config.json", config);
+    const std::map<std::string, std::string> meta = {{"format", "pt"}};
+    if (shards.size() == 1) {
+      io::write_safetensors(tmp / "model.safetensors", shards.front(), meta);
+    } else {
+      json index = {{"metadata", {{"total_size", total}}}, {"weight_map", json::object()}};
+      for (size_t i = 0; i < shards.size(); ++i) {
+        const std::string file =
+            fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
+        io::write_safetensors(tmp / file, shards[i], meta);
+        for (const auto& [name, _] : shards[i]) index["weight_map"][name] = file;
+      }
+      io::write_file_atomic(tmp / "model.safetensors.index.json", index.dump(2));
     }
-    io::write_file_atomic(tmp / "model.safetensors.index.json", index.dump(2));
-  }
-  if (!tokenizer_dir.empty()) {
-    for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                             "tokenizer.model", "vocab.json", "merges.txt",
-                             "generation_config.json"}) {
-      if (fs::exists(tokenizer_dir / name)) fs::copy_file(tokenizer_dir / name, tmp / name);
+    if (!tokenizer_dir.empty()) {
+      for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                               "tokenizer.model", "vocab.json", "merges.txt",
+                               "generation_config.json"}) {
+        if (!fs::exists(tokenizer_dir / name)) continue;
+        std::error_code ec;
+        fs::copy_file(tokenizer_dir / name, tmp / name, ec);
+        if (ec) {
+          throw Error(fmt::format("export: cannot copy '{}': {}", (tokenizer_dir / name).string(),
+                                  ec.message()));
+        }
+      }
     }
+    io::publish_directory_atomic(tmp, out);
+    made.keep();
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
   }
-  io::publish_directory_atomic(tmp, out);
 }
 
 }  // namespace frugal::hf

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "frugal/io/atomic_file.h"
 #include "frugal/io/checkpoint.h"
 #include "frugal/io/remove_tree.h"
 #include "frugal/util/error.h"
@@ -19,6 +20,16 @@ bool non_empty_dir(const fs::path& p) {
 
 // A rejected checkpoint stays for its owner to look at, under a name no reader takes for a
 // checkpoint, and out of the way of the one the resumed run will write at its step.
+// The run directory and its missing parents; one that cannot be made (run.dir is a file, a
+// read-only place) is the config's problem, said with its key.
+void make_run_dir(const fs::path& dir) {
+  try {
+    io::create_directories(dir);
+  } catch (const Error& e) {
+    throw Error(fmt::format("run.dir: {}", e.what()));
+  }
+}
+
 fs::path move_aside(const fs::path& ckpt) {
   fs::path aside = ckpt.string() + ".rejected";
   for (int n = 2; fs::exists(fs::symlink_status(aside)); ++n) {
@@ -82,7 +93,7 @@ RunDirPlan prepare_run_dir(const Config& cfg, bool create, const CheckpointVerif
   }
 
   if (plan.resume_from) {
-    if (create) fs::create_directories(plan.dir);
+    if (create) make_run_dir(plan.dir);
     return plan;
   }
   plan.fresh = !non_empty_dir(plan.dir);
@@ -100,7 +111,13 @@ RunDirPlan prepare_run_dir(const Config& cfg, bool create, const CheckpointVerif
     log::warn(fmt::format("run.overwrite: replacing '{}'", plan.dir.string()));
     io::remove_tree(plan.dir);
   }
-  if (create) fs::create_directories(plan.dir);
+  if (create) {
+    for (fs::path p = plan.dir; !p.empty() && !fs::exists(p); p = p.parent_path()) {
+      plan.created = p;
+      if (p == p.parent_path()) break;
+    }
+    make_run_dir(plan.dir);
+  }
   return plan;
 }
 

@@ -84,6 +84,9 @@ struct Trainer::Impl {
       cfg.strategy.precision = auto_precision(device);
       log::info(fmt::format("strategy.precision auto: {} on {}", cfg.strategy.precision, device.str()));
     }
+    // A folder's config.json is taken at its word only where its weights agree, before any
+    // model of its sizes is built (here, or traced for the activation policy).
+    if (!cfg.model.init_from.empty()) hf::check_architecture(cfg.model, cfg.model.init_from);
     // The same for the activation policy, from the budget and this model's traced step.
     memory::resolve_auto_checkpointing(cfg, device, job.world_size);
     try {
@@ -229,7 +232,7 @@ TrainResult Trainer::run() {
     if (s.main && s.plan.fresh) {
       log::close_files();
       try {
-        io::remove_tree(s.plan.dir);
+        io::remove_tree(s.plan.created.empty() ? s.plan.dir : s.plan.created);
       } catch (const std::exception&) {
         // Left behind: the error being reported matters more.
       }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "frugal/io/atomic_file.h"
+#include "fuzz_input.h"
 #include "support/helpers.h"
 
 int frugal_fuzz_config(const uint8_t* data, size_t size);
@@ -17,6 +18,10 @@ int frugal_fuzz_safetensors(const uint8_t* data, size_t size);
 int frugal_fuzz_checkpoint(const uint8_t* data, size_t size);
 int frugal_fuzz_tokens(const uint8_t* data, size_t size);
 int frugal_fuzz_idx(const uint8_t* data, size_t size);
+int frugal_fuzz_hf_config(const uint8_t* data, size_t size);
+int frugal_fuzz_tokenizer_json(const uint8_t* data, size_t size);
+int frugal_fuzz_sentencepiece(const uint8_t* data, size_t size);
+int frugal_fuzz_reshard(const uint8_t* data, size_t size);
 
 namespace {
 
@@ -47,3 +52,27 @@ TEST_CASE("fuzz corpus: checkpoint", "[unit][fuzz]") {
 }
 TEST_CASE("fuzz corpus: tokens", "[unit][fuzz]") { replay_corpus("tokens", frugal_fuzz_tokens); }
 TEST_CASE("fuzz corpus: idx", "[unit][fuzz]") { replay_corpus("idx", frugal_fuzz_idx); }
+TEST_CASE("fuzz corpus: hf_config", "[unit][fuzz]") {
+  replay_corpus("hf_config", frugal_fuzz_hf_config);
+}
+TEST_CASE("fuzz corpus: tokenizer_json", "[unit][fuzz]") {
+  replay_corpus("tokenizer_json", frugal_fuzz_tokenizer_json);
+}
+TEST_CASE("fuzz corpus: sentencepiece", "[unit][fuzz]") {
+  replay_corpus("sentencepiece", frugal_fuzz_sentencepiece);
+}
+TEST_CASE("fuzz corpus: reshard", "[unit][fuzz]") { replay_corpus("reshard", frugal_fuzz_reshard); }
+
+// The replay's CHECK(entry(...) == 0) can fail: an entry answers a defect with non-zero.
+TEST_CASE("fuzz entries answer a defect with non-zero", "[unit][fuzz]") {
+  using frugal::fuzz::expect_frugal_errors_only;
+  CHECK(expect_frugal_errors_only([] {}) == frugal::fuzz::kClean);
+  CHECK(expect_frugal_errors_only([] { throw frugal::Error("x.json: key: expected y"); }) ==
+        frugal::fuzz::kClean);
+  // nlohmann's type error, as an unchecked json::get gives it: the CLI's exit 1.
+  CHECK(expect_frugal_errors_only([] { throw std::out_of_range("type must be number"); }) ==
+        frugal::fuzz::kOtherException);
+  CHECK(expect_frugal_errors_only([] { throw frugal::Error("two\nlines"); }) ==
+        frugal::fuzz::kBadMessage);
+  CHECK(expect_frugal_errors_only([] { throw frugal::Error(""); }) == frugal::fuzz::kBadMessage);
+}

@@ -20,6 +20,13 @@ namespace frugal::hf {
 // used). A folder without either is a frugal::Error naming it.
 io::NamedTensors read_weights(const std::filesystem::path& dir);
 
+// The architecture read from the folder's config.json (`model`) checked against the shapes of
+// its weight files, reading only their headers, before a model of that size is built: a size
+// the weights do not have (vocab_size, hidden_size, num_hidden_layers, intermediate_size,
+// num_key_value_heads) is a frugal::Error naming config.json and the key, so that a file's
+// claim is never allocated on its word alone.
+void check_architecture(const ModelConfig& model, const std::filesystem::path& dir);
+
 // Copies the folder's weights into `model`: every parameter must be there with its shape
 // (converted to the parameter's dtype); a tied model ignores a saved lm_head.weight that
 // equals the embedding. A missing or mis-shaped tensor, or one the model does not have, is a

@@ -25,6 +25,9 @@ struct RunDirPlan {
   // This run made the directory (it was not there, or was empty): a start that fails before
   // writing anything of its own removes it again, so that the same command can be rerun.
   bool fresh = false;
+  // The outermost folder this start created (the run directory, or run.dir above it when that
+  // was missing too): what a start that fails is removed up to, so it leaves nothing behind.
+  std::filesystem::path created;
 };
 
 // Decides, and creates the directory (removing the old one only when run.overwrite is true).
