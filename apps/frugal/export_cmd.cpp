@@ -75,7 +75,10 @@ NamedTensors weights(const fs::path& dir, dist::CheckpointReader& reader) {
 
 void add_export(CLI::App& app, Action& run) {
   auto args = std::make_shared<ExportArgs>();
-  auto* cmd = app.add_subcommand("export", "Write a checkpoint's weights as .pt or safetensors");
+  auto* cmd = app.add_subcommand(
+      "export",
+      "Write a checkpoint's weights: pt (torch.load), safetensors, or hf (a Hugging Face "
+      "folder: config.json, safetensors shards, the tokenizer's files)");
   cmd->add_option("source", args->source, "Run directory or checkpoint directory")->required();
   cmd->add_option("--format", args->format,
                   "pt | safetensors | hf (a folder transformers' from_pretrained loads)")

@@ -40,12 +40,13 @@ void add_prepare_text(CLI::App& app, Action& run) {
                                  : args->format == "nanogpt" ? TokenFormat::nanogpt
                                  : args->tokenizer.empty()   ? TokenFormat::nanogpt
                                                              : TokenFormat::llmc;
-      const int64_t tokens =
-          args->tokenizer.empty()
-              ? prepare_text(args->inputs, args->output, format, args->overwrite)
-              : prepare_text_tokenized(args->inputs, args->output, format, args->tokenizer,
-                                       args->overwrite);
-      std::cout << fmt::format("wrote {} tokens to {}\n", tokens, args->output);
+      // (the library's one line says what was written)
+      if (args->tokenizer.empty()) {
+        prepare_text(args->inputs, args->output, format, args->overwrite);
+      } else {
+        prepare_text_tokenized(args->inputs, args->output, format, args->tokenizer,
+                               args->overwrite);
+      }
       return 0;
     };
   });

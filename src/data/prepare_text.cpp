@@ -191,8 +191,11 @@ int64_t prepare_text_tokenized(const std::vector<std::string>& inputs, const std
   }
   temp.keep = true;
   folders.keep();
-  log::info(fmt::format("prepare-text: wrote {} tokens ({}-bit, vocabulary {}) to '{}' ({})",
-                        total, 8 * width, tokenizer->vocab_size(), output, to_string(format)));
+  // One line, with what a config needs next: the end-of-text id (data.eot_token) and the
+  // vocabulary's size (model.vocab_size at least).
+  log::info(fmt::format("prepare-text: wrote {} tokens ({}-bit, vocabulary {}, end of text {}) "
+                        "to '{}' ({})",
+                        total, 8 * width, tokenizer->vocab_size(), eos, output, to_string(format)));
   return total;
 }
 
@@ -229,8 +232,9 @@ int64_t prepare_text(const std::vector<std::string>& inputs, const std::string& 
   }
   temp.keep = true;
   folders.keep();
-  log::info(
-      fmt::format("prepare-text: wrote {} tokens to '{}' ({})", total, output, to_string(format)));
+  log::info(fmt::format("prepare-text: wrote {} tokens (bytes: vocabulary 256, no end-of-text "
+                        "token) to '{}' ({})",
+                        total, output, to_string(format)));
   return total;
 }
 

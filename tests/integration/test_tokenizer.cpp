@@ -156,6 +156,12 @@ TEST_CASE("byte-level BPE ids equal the tokenizers package's on 1 MB of mixed te
     auto p = run_prepare_text(dir / "docs", dir / name, out);
     INFO(p.out << p.err);
     REQUIRE(p.exit_code == 0);
+    // One line, with what the training config needs next: the end-of-text id.
+    CHECK(p.out == fmt::format("prepare-text: wrote {} tokens ({}-bit, vocabulary {}, end of text "
+                               "{}) to '{}' (llmc)\n",
+                               expected.size(), name == "big" ? 32 : 16,
+                               name == "big" ? 70001 : gpt2->vocab_size(),
+                               *gpt2->token_id("<|endoftext|>"), out.string()));
     TokenStream stream = open_token_files(out.string(), TokenFormat::detect, "data.path");
     CHECK(stream.shards().front().width == (name == "big" ? 4 : 2));
     CHECK(read_shard_tokens(out) == expected);
