@@ -9,14 +9,11 @@
 #include <ATen/ATen.h>
 
 #include <array>
-#include <cstdlib>
-#include <nlohmann/json.hpp>
 
-#include "frugal/io/atomic_file.h"  // read_file
 #include "frugal/io/checkpoint.h"
 #include "frugal/io/checkpoint_files.h"
 #include "frugal/io/checkpoint_meta.h"
-#include "frugal/io/hash.h"
+#include "checkpoint_fixture.h"
 #include "fuzz_input.h"
 
 namespace {
@@ -48,26 +45,10 @@ const Fixture& fixture() {
     frugal::write_checkpoint_shard(checkpoints, ckpt.step, 0, 1, shard);
     Fixture f;
     f.dir = frugal::publish_sharded_checkpoint(checkpoints, ckpt, 1, 0);
-    for (size_t i = 0; i < kFiles.size(); ++i) {
-      f.original[i] = frugal::io::read_file(f.dir / kFiles[i]);
-    }
-    // FRUGAL_FUZZ_SEEDS=<folder>: write the valid inputs (fuzz/make_seeds.py).
-    if (const char* seeds = std::getenv("FRUGAL_FUZZ_SEEDS")) {
-      for (size_t i = 0; i < kFiles.size(); ++i) {
-        frugal::fuzz::write_bytes(std::string(seeds) + "/valid-" + kFiles[i],
-                                  std::string(1, static_cast<char>(i)) + f.original[i]);
-      }
-    }
+    f.original = frugal::fuzz::keep_files(f.dir, kFiles);
     return f;
   }();
   return made;
-}
-
-// The fixture's manifest with `name`'s entry describing `bytes`.
-std::string manifest_for(const Fixture& f, const std::string& name, std::string_view bytes) {
-  nlohmann::json manifest = nlohmann::json::parse(f.original[0]);
-  manifest["files"][name] = {{"bytes", bytes.size()}, {"fnv1a64", frugal::io::fnv1a64_hex(bytes)}};
-  return manifest.dump();
 }
 
 void write(const std::filesystem::path& path, std::string_view bytes) {
@@ -82,7 +63,9 @@ FRUGAL_FUZZ_ENTRY(checkpoint) {
   const size_t which = data[0] % kFiles.size();
   const std::string_view bytes = frugal::fuzz::as_text(data + 1, size - 1);
   write(f.dir / kFiles[which], bytes);
-  if (which != 0) write(f.dir / kFiles[0], manifest_for(f, kFiles[which], bytes));
+  if (which != 0) {
+    write(f.dir / kFiles[0], frugal::fuzz::manifest_with(f.original[0], kFiles[which], bytes));
+  }
   const int whole = frugal::fuzz::expect_frugal_errors_only([&] {
     frugal::verify_checkpoint(f.dir);
     const frugal::Checkpoint ckpt = frugal::load_checkpoint(f.dir);

@@ -7,14 +7,12 @@
 #include <ATen/ATen.h>
 
 #include <array>
-#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "frugal/distributed/checkpoint_reader.h"
 #include "frugal/distributed/sharded_state.h"
-#include "frugal/io/atomic_file.h"  // read_file
 #include "frugal/io/checkpoint.h"
-#include "frugal/io/hash.h"
+#include "checkpoint_fixture.h"
 #include "fuzz_input.h"
 
 namespace {
@@ -54,25 +52,10 @@ const Fixture& fixture() {
     }
     Fixture f;
     f.dir = frugal::publish_sharded_checkpoint(checkpoints, ckpt, 2, 0);
-    for (size_t i = 0; i < kFiles.size(); ++i) {
-      f.original[i] = frugal::io::read_file(f.dir / kFiles[i]);
-    }
-    // FRUGAL_FUZZ_SEEDS=<folder>: write the valid inputs (fuzz/make_seeds.py).
-    if (const char* seeds = std::getenv("FRUGAL_FUZZ_SEEDS")) {
-      for (size_t i = 0; i < kFiles.size(); ++i) {
-        frugal::fuzz::write_bytes(std::string(seeds) + "/valid-" + kFiles[i],
-                                  std::string(1, static_cast<char>(i)) + f.original[i]);
-      }
-    }
+    f.original = frugal::fuzz::keep_files(f.dir, kFiles);
     return f;
   }();
   return made;
-}
-
-std::string manifest_for(const Fixture& f, const std::string& name, std::string_view bytes) {
-  nlohmann::json manifest = nlohmann::json::parse(f.original[0]);
-  manifest["files"][name] = {{"bytes", bytes.size()}, {"fnv1a64", frugal::io::fnv1a64_hex(bytes)}};
-  return manifest.dump();
 }
 
 }  // namespace
@@ -84,7 +67,8 @@ FRUGAL_FUZZ_ENTRY(reshard) {
   const std::string_view bytes = frugal::fuzz::as_text(data + 1, size - 1);
   frugal::fuzz::write_bytes((f.dir / kFiles[which]).string(), bytes);
   if (which != 0) {
-    frugal::fuzz::write_bytes((f.dir / kFiles[0]).string(), manifest_for(f, kFiles[which], bytes));
+    frugal::fuzz::write_bytes((f.dir / kFiles[0]).string(),
+                              frugal::fuzz::manifest_with(f.original[0], kFiles[which], bytes));
   }
   const int result = frugal::fuzz::expect_frugal_errors_only([&] {
     frugal::dist::CheckpointReader reader(f.dir, /*rank=*/0);

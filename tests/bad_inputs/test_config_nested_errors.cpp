@@ -231,7 +231,8 @@ TEST_CASE("config errors: transposed letters and other trainers' names are recog
         "'strategy.accumulation'?)");
 }
 
-TEST_CASE("--set: a value with ': ' is text where the key is not a section; ':' for '=' explained",
+TEST_CASE("a --set value with ': ' is text for a key that is not a section, and ':' for '=' is "
+          "explained",
           "[config][bad_input]") {
   const auto cfg = load_config_string("model: {type: gpt}\n", "c.yaml",
                                       {"generate.prompt=Q: what is 2+2? A:"});

@@ -114,7 +114,7 @@ TEST_CASE("keep_last prunes old checkpoints, resume at max_steps does nothing",
   CHECK(list_checkpoints(r.run_dir / "checkpoints").size() == 2);
 }
 
-TEST_CASE("train.save_final: false writes no checkpoint at the end; periodic ones stay",
+TEST_CASE("train.save_final false writes no checkpoint at the end, periodic ones stay",
           "[integration][resume]") {
   test::TempDir runs("frugal-save-final");
   Config cfg = tiny_config(runs.path(), "nofinal", 15);
