@@ -62,7 +62,7 @@ std::string op_name(int64_t code) {
 std::string c10d_failure_text(const std::exception& e) {
   const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
   const std::string text = c10_error != nullptr ? c10_error->what_without_backtrace() : e.what();
-  return text.substr(0, text.find('\n'));
+  return first_line(text);
 }
 
 }  // namespace

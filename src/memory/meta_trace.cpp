@@ -16,6 +16,7 @@
 #include "frugal/strategy/checkpointing.h"
 #include "frugal/strategy/gradient_hooks.h"
 #include "frugal/strategy/precision.h"
+#include "frugal/util/error.h"
 #include "meta_kernels.h"
 
 namespace frugal::memory {
@@ -194,7 +195,7 @@ std::optional<TraceResult> trace_step(const Config& cfg, const TraceSettings& s,
   } catch (const c10::Error& e) {
     if (why_not != nullptr) {
       const std::string what = e.what_without_backtrace();
-      *why_not = what.substr(0, what.find('\n'));
+      *why_not = first_line(what);
     }
     return std::nullopt;
   }

@@ -14,13 +14,11 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "frugal/util/error.h"
 #include "frugal/util/log.h"
 
 namespace frugal::offload_stream {
 namespace {
-
-// c10's messages carry a C++ backtrace after their first line.
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 std::atomic<int64_t> next_marker{1};
 std::mutex trace_mutex;

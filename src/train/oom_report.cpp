@@ -6,6 +6,7 @@
 
 #include "frugal/memory/oom_advice.h"
 #include "frugal/memory/stats.h"
+#include "frugal/util/error.h"
 
 namespace frugal {
 
@@ -20,9 +21,8 @@ std::string out_of_memory_report(const OomContext& ctx, const std::string& what,
   f.allocated_bytes = mem.allocated;
   f.reserved_bytes = device.is_cuda() ? mem.reserved : 0;
   f.world_size = ctx.world;
-  std::string first_line = what.substr(0, what.find('\n'));
   std::string report = fmt::format("out of memory in step {} on {}: {}\n", ctx.step, device.str(),
-                                   first_line);
+                                   first_line(what));
   report += memory::summary_table(mem);
   if (device.is_cuda()) {
     report += fmt::format("\n  fragmentation (reserved - allocated): {}",
