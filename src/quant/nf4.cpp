@@ -9,6 +9,9 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "frugal/util/error.h"
 
@@ -24,6 +27,32 @@ constexpr double kLevels[16] = {-1.0,   -0.6962, -0.5251, -0.3949, -0.2844, -0.1
 // Values quantized per pass in quantize(): the (chunk, 16) distance matrix is the big temporary
 // (torchao quantizes in chunks of 1024^2 values too). A multiple of kBlock.
 constexpr int64_t kQuantizeChunk = int64_t{1} << 20;
+
+// The levels in `dtype` (table 0: 16 values) and the 256 x 2 table of each byte's two levels
+// (table 1: high nibble, low nibble), built once per dtype and device: on a GPU, no host-to-device
+// copy (a synchronisation) per call.
+const at::Tensor& nf4_table(int which, at::ScalarType dtype, const c10::Device& device) {
+  static std::mutex mutex;
+  static std::map<std::tuple<int, int, std::string>, at::Tensor> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  at::Tensor& t = cache[{which, static_cast<int>(dtype), device.str()}];
+  if (!t.defined()) {
+    // torch.tensor(list of Python floats, dtype=...): each double converted to the dtype.
+    const at::Tensor levels =
+        at::tensor(at::ArrayRef<double>(kLevels, 16), at::TensorOptions().dtype(at::kDouble))
+            .to(dtype);
+    if (which == 0) {
+      t = levels.to(device);
+    } else {
+      const at::Tensor byte = at::arange(256, at::kInt);
+      t = at::stack({levels.index_select(0, byte.bitwise_right_shift(4)),
+                     levels.index_select(0, byte.bitwise_and(15))},
+                    1)
+              .to(device);
+    }
+  }
+  return t;
+}
 
 std::string nf4_shape_text(at::IntArrayRef shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
@@ -143,11 +172,6 @@ int64_t Nf4Weight::bytes() const {
   return total;
 }
 
-at::Tensor levels(at::ScalarType dtype, c10::Device device) {
-  return at::tensor(at::ArrayRef<double>(kLevels, 16), at::TensorOptions().dtype(at::kDouble))
-      .to(device, dtype);
-}
-
 Nf4Weight quantize(const at::Tensor& w, const std::string& name) {
   const int64_t multiple = kBlock * kScalerBlock;
   if (!w.defined() || !at::isFloatingType(w.scalar_type())) {
@@ -183,13 +207,13 @@ Nf4Weight quantize(const at::Tensor& w, const std::string& name) {
 
   // The values: index of the nearest level to value / absmax; ties take the lower index
   // (min's first minimum), and 0/0 (an all-zero block) is NaN, whose nearest is index 0.
-  const at::Tensor table = levels(dtype, w.device());
+  const at::Tensor& table = nf4_table(0, dtype, w.device());
   out.codes = at::empty({numel / 2}, w.options().dtype(at::kByte));
   for (int64_t start = 0; start < numel; start += kQuantizeChunk) {
     const int64_t len = std::min(kQuantizeChunk, numel - start);
     const at::Tensor blocks = flat.narrow(0, start, len).view({len / kBlock, kBlock});
     const at::Tensor scaled = blocks / absmax.narrow(0, start / kBlock, len / kBlock).unsqueeze(-1);
-    const at::Tensor nearest = std::get<1>((scaled.reshape({len, 1}) - table).abs().min(-1));
+    const at::Tensor nearest = std::get<1>((scaled.reshape({len, 1}) - table).abs_().min(-1));
     const at::Tensor pairs = nearest.to(at::kByte).view({len / 2, 2});
     // [a, b] -> (a << 4) | b: the even element in the high nibble.
     out.codes.narrow(0, start / 2, len / 2)
@@ -207,12 +231,7 @@ at::Tensor dequantize(const Nf4Weight& w, at::ScalarType dtype) {
   const int64_t n_blocks = numel / kBlock;
   // Each byte's two levels at once: a 256 x 2 table indexed by the byte (int32 indices, 2
   // bytes a weight, where unpacking into int64 nibbles would take 16).
-  const at::Tensor table = levels(w.dtype, w.codes.device());
-  const at::Tensor byte = at::arange(256, w.codes.options().dtype(at::kInt));
-  const at::Tensor pair_table =
-      at::stack({table.index_select(0, byte.bitwise_right_shift(4)),
-                 table.index_select(0, byte.bitwise_and(15))},
-                1);
+  const at::Tensor& pair_table = nf4_table(1, w.dtype, w.codes.device());
   at::Tensor values = pair_table.index_select(0, w.codes.to(at::kInt)).view({n_blocks, kBlock});
   // level * scale in w.dtype, as torchao multiplies them.
   values.mul_(nf4_block_scales(w).unsqueeze(-1));

@@ -38,9 +38,6 @@ struct Nf4Weight {
   int64_t bytes() const;
 };
 
-// The NF4 levels, in `dtype`, on `device` (torchao's table, rounded to dtype as it rounds it).
-at::Tensor levels(at::ScalarType dtype, c10::Device device);
-
 // Quantizes a floating-point weight of any shape whose element count is a positive multiple of
 // 16384; else a frugal::Error naming `name`, the shape and what is expected. No autograd
 // history is recorded. The codes are on the weight's device.
