@@ -26,7 +26,7 @@ std::function<bool(std::string_view, std::string_view)> fingerprinted(const Conf
   return [&config](std::string_view section, std::string_view key) {
     // Only the keys the model type reads: another type's sizes (or keys added for one
     // later) never change a run's fingerprint.
-    if (section == "model") {
+    if (section == "model" || section.substr(0, 6) == "model.") {
       return key != "size" && config_detail::key_is_read(config, section, key);
     }
     // How a step's global batch is cut (micro-batches x accumulation x ranks) does not

@@ -15,8 +15,12 @@ bool listed(Keys keys, std::string_view key) {
   return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
 
-bool model_key_read(std::string_view type, std::string_view key) {
+bool model_key_read(const ModelConfig& m, std::string_view key) {
+  const std::string_view type = m.type;
   if (key == "type") return true;
+  // Fine-tuning's keys show (and are hashed) when used.
+  if (key == "freeze") return !m.freeze.empty();
+  if (key == "init_adapter") return !m.init_adapter.empty();
   if (type == "gpt") {
     return listed({"size", "vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout",
                    "bias", "kernels", "loss_chunk_tokens"},
@@ -47,7 +51,9 @@ bool data_key_read(std::string_view type, std::string_view key) {
 }  // namespace
 
 bool key_is_read(const Config& config, std::string_view section, std::string_view key) {
-  if (section == "model") return model_key_read(config.model.type, key);
+  if (section == "model") return model_key_read(config.model, key);
+  if (section == "model.lora") return config.model.lora.rank > 0;
+  if (section == "model.quantize_base") return config.model.quantize_base.type != "none";
   if (section == "data") return data_key_read(config.data.type, key);
   return true;
 }

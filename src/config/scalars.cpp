@@ -162,6 +162,11 @@ void decode(const Entry& e, std::vector<int64_t>& out) {
 
 void decode(const Entry& e, std::vector<std::string>& out) {
   constexpr std::string_view what = "a list of strings";
+  // One string is a list of one (`targets: all-linear`).
+  if (!e.is_map && e.value().IsScalar()) {
+    out = {e.value().Scalar()};
+    return;
+  }
   if (e.is_map || !(e.value().IsSequence() || e.value().IsNull())) expected(e, what);
   std::vector<std::string> values;
   for (size_t i = 0; i < e.value().size(); ++i) {

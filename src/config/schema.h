@@ -61,6 +61,15 @@ void for_each_field(C& c, Visit&& visit) {
   visit("model", "channels", c.model.channels);
   visit("model", "num_classes", c.model.num_classes);
   visit("model", "options", c.model.options);
+  visit("model.lora", "rank", c.model.lora.rank);
+  visit("model.lora", "alpha", c.model.lora.alpha);
+  visit("model.lora", "dropout", c.model.lora.dropout);
+  visit("model.lora", "targets", c.model.lora.targets);
+  visit("model.lora", "rslora", c.model.lora.rslora);
+  visit("model", "freeze", c.model.freeze);
+  visit("model.quantize_base", "type", c.model.quantize_base.type);
+  visit("model.quantize_base", "modules", c.model.quantize_base.modules);
+  visit("model", "init_adapter", c.model.init_adapter);
 
   visit("data", "type", c.data.type);
   visit("data", "path", c.data.path);
@@ -166,6 +175,7 @@ inline const std::map<std::string, std::string, std::less<>>& schema_shorthands(
   static const std::map<std::string, std::string, std::less<>> shorthands = {
       {"strategy.checkpointing", "policy"},
       {"strategy.sharding", "mode"},
+      {"model.quantize_base", "type"},
   };
   return shorthands;
 }

@@ -35,6 +35,15 @@ class Checker {
     config_detail::fail(loc, key + ": " + message);
   }
 
+  // Whether the YAML (or a --set) wrote `prefix` or a key under it.
+  bool written(const std::string& prefix) const {
+    if (!marks_) return false;
+    for (const auto& [k, loc] : *marks_) {
+      if (k == prefix || k.rfind(prefix + ".", 0) == 0) return true;
+    }
+    return false;
+  }
+
   void require(bool ok, const std::string& key, const std::string& message,
                const std::string& near = "") const {
     if (!ok) fail(key, message, near);
@@ -98,6 +107,22 @@ void check_model(const Checker& c, const ModelConfig& m, const DataConfig& data)
   }
   c.at_least<int64_t>(m.loss_chunk_tokens, 0, "model.loss_chunk_tokens");
   c.unit_interval(m.dropout, "model.dropout");
+  // Fine-tuning (frugal/models/lora.h).
+  // rank 0 is LoRA off; a model.lora section that leaves it at 0 asks for adapters of no rank.
+  c.require(m.lora.rank > 0 || (m.lora.rank == 0 && !c.written("model.lora")), "model.lora.rank",
+            fmt::format("must be > 0, got {}", m.lora.rank), "model.lora");
+  if (m.lora.rank > 0) {
+    c.positive(m.lora.alpha, "model.lora.alpha");
+    c.unit_interval(m.lora.dropout, "model.lora.dropout");
+  }
+  c.one_of(m.quantize_base.type, {"none", "nf4"}, "model.quantize_base.type");
+  c.require(m.quantize_base.type == "none" || m.lora.rank > 0 || !m.quantize_base.modules.empty(),
+            "model.quantize_base",
+            "nf4 quantizes the LoRA targets: set model.lora.rank (QLoRA) or "
+            "model.quantize_base.modules");
+  c.require(m.init_adapter.empty() || m.lora.rank > 0, "model.init_adapter",
+            "an adapter folder needs model.lora (its rank, alpha and targets must match the "
+            "folder's adapter_config.json)");
   // Only the sizes of the chosen model type matter; the others keep their defaults unused.
   if (m.type == "gpt" || m.type == "llama") {
     c.at_least<int64_t>(m.vocab_size, 1, "model.vocab_size");

@@ -9,6 +9,7 @@
 
 #include "distributed/rank_faults.h"
 #include "frugal/engine/sharding_registry.h"
+#include "frugal/models/lora.h"
 #include "frugal/models/model.h"
 #include "frugal/optim/clip.h"
 #include "frugal/optim/fused_adam.h"
@@ -190,6 +191,10 @@ StepStats Engine::run_backward(const Batch& batch, const LossFn& loss_sum_fn, bo
       trace::Range forward("forward", trace::Phase::forward);
       auto autocast = precision_.autocast(device_.type());
       loss = loss_sum_fn(micro) / step_targets;
+    }
+    if (!adapters_checked_) {  // an adapter the model's forward skipped is an error, once
+      check_lora_used(*model_);
+      adapters_checked_ = true;
     }
     // Test hooks only (FRUGAL_FAULT_ABORT, FRUGAL_FAULT_HANG): a rank dying or stuck mid-step.
     if (i == 0) dist::detail::step_fault_point(comm_ ? comm_->rank() : 0, steps_done_ + 1);

@@ -13,7 +13,7 @@ namespace frugal::io {
 NamedTensors module_state(const torch::nn::Module& module, const std::set<std::string>& skip) {
   NamedTensors out;
   for (const auto& p : module.named_parameters(/*recurse=*/true)) {
-    if (skip.count(p.key()) != 0) continue;
+    if (skip.count(p.key()) != 0 || !p.value().requires_grad()) continue;
     out.emplace_back(p.key(), p.value().detach().cpu().contiguous().clone());
   }
   for (const auto& b : module.named_buffers(/*recurse=*/true)) {
@@ -39,7 +39,7 @@ void load_module_state(torch::nn::Module& module, const NamedTensors& state,
     given.erase(it);
   };
   for (auto& p : module.named_parameters(true)) {
-    if (skip.count(p.key()) == 0) copy_in(p.key(), p.value());
+    if (skip.count(p.key()) == 0 && p.value().requires_grad()) copy_in(p.key(), p.value());
   }
   for (auto& b : module.named_buffers(true)) copy_in(b.key(), b.value());
   if (!given.empty()) {

@@ -6,6 +6,8 @@
 #include <optional>
 
 #include "frugal/data/batch.h"
+#include "frugal/models/lora.h"
+#include "frugal/models/quantized_base.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
@@ -19,8 +21,14 @@ at::Tensor cross_entropy_sum(const at::Tensor& output, const at::Tensor& targets
 }
 
 at::Tensor linear(const torch::nn::Linear& layer, const at::Tensor& x) {
-  return at::linear(x, layer->weight, layer->bias.defined() ? std::optional<at::Tensor>(layer->bias)
-                                                            : std::nullopt);
+  const std::optional<at::Tensor> bias =
+      layer->bias.defined() ? std::optional<at::Tensor>(layer->bias) : std::nullopt;
+  // A plain layer has no children: adapters and NF4 bases cost it one empty check.
+  if (layer->children().empty()) return at::linear(x, layer->weight, bias);
+  const nf4::Nf4Weight* q = nf4_weight_of(*layer);
+  at::Tensor y = q ? nf4::linear(x, *q, bias) : at::linear(x, layer->weight, bias);
+  if (lora_down_of(*layer) != nullptr) y = y + lora_delta(*layer, x).to(y.scalar_type());
+  return y;
 }
 
 at::Tensor Model::forward_batch(const Batch& batch) {

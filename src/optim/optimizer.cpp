@@ -80,6 +80,10 @@ std::shared_ptr<torch::optim::Optimizer> make_optimizer(const OptimConfig& cfg,
     if (!p.requires_grad()) continue;
     (p.dim() >= 2 ? decay : no_decay).push_back(p);
   }
+  if (decay.empty() && no_decay.empty()) {
+    throw Error("optim: nothing left to train: every parameter of the model is frozen (model.freeze, "
+                "model.lora)");
+  }
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(decay, options_for(cfg, cfg.weight_decay));
   groups.emplace_back(no_decay, options_for(cfg, 0.0));

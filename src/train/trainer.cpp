@@ -21,6 +21,8 @@
 #include "frugal/memory/cpu_tracking.h"
 #include "frugal/memory/host_allocator.h"
 #include "frugal/memory/stats.h"
+#include "frugal/models/finetune.h"
+#include "frugal/models/lora.h"
 #include "frugal/models/registry.h"
 #include "frugal/optim/optimizer.h"
 #include "frugal/train/checkpoint_manager.h"
@@ -100,12 +102,16 @@ struct Trainer::Impl {
     }
     // zero3 keeps a shard of each parameter per rank: its ranks take their slices of the
     // weights after setup, each reading only what it keeps; the others load whole tensors.
-    const bool weights_after_setup =
-        !cfg.model.init_from.empty() && cfg.strategy.sharding.mode == "zero3";
+    // (A fine-tuned model's frozen base is whole on every rank: it loads before setup.)
+    const bool weights_after_setup = !cfg.model.init_from.empty() &&
+                                     cfg.strategy.sharding.mode == "zero3" &&
+                                     !finetuning(cfg.model);
     if (!cfg.model.init_from.empty() && !weights_after_setup) {
       hf::load_weights(*model, cfg.model.init_from);
       log::info(fmt::format("weights from {}", cfg.model.init_from));
     }
+    // Adapters and frozen parameters, on the loaded base.
+    apply_finetuning(*model, cfg.model);
     model->to(device);
     auto optimizer = make_optimizer(cfg.optim, *model);
     auto schedule = std::make_shared<LrSchedule>(cfg.schedule, cfg.optim.lr, cfg.train.max_steps);
@@ -116,10 +122,16 @@ struct Trainer::Impl {
       engine->load_state_dict(*hf::weights_state(*model, cfg.model.init_from));
       log::info(fmt::format("weights from {} (this rank's shards)", cfg.model.init_from));
     }
-    int64_t n_params = 0;
-    for (const auto& p : model->parameters()) n_params += p.numel();
-    log::info(fmt::format("model {}: {:.3f}M parameters on {}", cfg.model.type, n_params / 1e6,
-                          device.str()));
+    const ParameterCounts counts = count_parameters(*model);
+    if (counts.frozen == 0) {
+      log::info(fmt::format("model {}: {:.3f}M parameters on {}", cfg.model.type,
+                            counts.trainable / 1e6, device.str()));
+    } else {
+      log::info(fmt::format("model {}: {:.3f}M parameters on {}, {:.3f}M trainable ({:.2f}%)",
+                            cfg.model.type, (counts.trainable + counts.frozen) / 1e6,
+                            device.str(), counts.trainable / 1e6,
+                            100.0 * counts.trainable / (counts.trainable + counts.frozen)));
+    }
 
     auto train_data = make_dataset(cfg.data, cfg.model, Split::train, cfg.run.seed);
     LoaderOptions lopts;

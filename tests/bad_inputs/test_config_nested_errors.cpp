@@ -66,8 +66,8 @@ TEST_CASE("config nested errors: wrong types", "[config][bad_input]") {
         "c.yaml:3:5: strategy.grad_scaler.enabled: expected true or false, got 'sometimes'");
   CHECK(error_for("strategy:\n  grad_scaler:\n    growth_interval: 2.5\n") ==
         "c.yaml:3:5: strategy.grad_scaler.growth_interval: expected an integer, got 2.5");
-  CHECK(error_for("strategy: {checkpointing: {targets: attn}}\n") ==
-        "c.yaml:1:28: strategy.checkpointing.targets: expected a list of strings, got 'attn'");
+  CHECK(error_for("strategy: {checkpointing: {targets: {attn: 1}}}\n") ==
+        "c.yaml:1:28: strategy.checkpointing.targets: expected a list of strings, got a map");
   CHECK(error_for("strategy:\n  checkpointing:\n    targets: [attn, [mlp]]\n") ==
         "c.yaml:3:21: strategy.checkpointing.targets[1]: expected a string, got a list of 1");
   CHECK(error_for("strategy:\n  checkpointing:\n    k: {a: 1}\n") ==

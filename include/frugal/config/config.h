@@ -22,6 +22,27 @@ struct RunConfig {
   std::string device = "auto";   // auto | cpu | cuda | cuda:N (auto: CUDA when present)
 };
 
+// model.lora: low-rank adapters on the named linear layers, the rest frozen
+// (frugal/models/lora.h, docs/finetuning.md); rank 0 = off.
+struct LoraConfig {
+  int64_t rank = 0;
+  double alpha = 16.0;
+  double dropout = 0.0;
+  // Linear layers by name (a name matches the layer's dotted name or its last parts), or
+  // [all-linear]; empty = the model type's attention projections (llama: q_proj, v_proj; gpt:
+  // qkv).
+  std::vector<std::string> targets;
+  bool rslora = false;  // scale alpha / sqrt(rank) instead of alpha / rank
+};
+
+// model.quantize_base: the frozen base weights of linear layers stored in 4 bits.
+struct QuantizeConfig {
+  std::string type = "none";  // none | nf4
+  // The layers quantized; empty = the LoRA targets. [all-linear] = every linear layer but the
+  // output head.
+  std::vector<std::string> modules;
+};
+
 struct ModelConfig {
   std::string type = "gpt";  // gpt | llama | mlp | convnet | a user-registered name
   // A preset of the chosen type (gpt: gpt-tiny | ... | gpt2-124m; llama: smollm2-135m | ... |
@@ -67,6 +88,12 @@ struct ModelConfig {
   int64_t num_classes = 10;
   // Free-form settings for user-registered model types (model.options: {key: value}).
   std::map<std::string, std::string> options;
+  // Fine-tuning: adapters, parameters frozen by name (shell wildcards, e.g. "embed_tokens.*"),
+  // the frozen base in 4 bits, and a PEFT adapter folder to start the adapters from.
+  LoraConfig lora;
+  std::vector<std::string> freeze;
+  QuantizeConfig quantize_base;
+  std::string init_adapter;
 };
 
 struct DataConfig {

@@ -176,6 +176,7 @@ class Engine {
   std::vector<at::Tensor> params_;
   std::vector<std::string> block_lists_;
   int64_t steps_done_ = 0;
+  bool adapters_checked_ = false;  // check_lora_used after the first forward
 };
 
 // Splits a batch into k micro-batches along dim 0 (sizes differ by at most one).

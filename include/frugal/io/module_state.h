@@ -12,7 +12,10 @@
 namespace frugal::io {
 
 // Parameters then buffers, by their dotted names, as contiguous CPU copies; names in `skip`
-// (parameters a sharded checkpoint stores in shards) are left out.
+// (parameters a sharded checkpoint stores in shards) are left out, and so are frozen parameters
+// (requires_grad false): training never changes them, so a checkpoint keeps only what it did
+// change, and the frozen base comes from where the model was built from (its seed, or
+// model.init_from). load_module_state neither expects nor takes them.
 NamedTensors module_state(const torch::nn::Module& module, const std::set<std::string>& skip = {});
 // Copies values in; every name must exist with the same shape and dtype, and every parameter
 // and buffer not in `skip` must be given (a mismatch is a frugal::Error naming `what`).

@@ -1,0 +1,25 @@
+// A model's fine-tuning settings applied once it is built (and its weights loaded): adapters
+// (model.lora) on their layers, parameters frozen by name (model.freeze). Trainer, export and
+// planner build the same trainable set from the same keys through this one function.
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <string>
+#include <vector>
+
+#include "frugal/config/config.h"
+
+namespace frugal {
+
+// Whether the model section asks for any of it.
+bool finetuning(const ModelConfig& cfg);
+
+// model.lora.targets, or the model type's default (llama: q_proj, v_proj; gpt: qkv).
+std::vector<std::string> lora_targets(const ModelConfig& cfg);
+
+// Applies model.lora then model.freeze to `model`; a frugal::Error names the key when a
+// setting matches nothing, or when nothing is left to train.
+void apply_finetuning(torch::nn::Module& model, const ModelConfig& cfg);
+
+}  // namespace frugal

@@ -1,0 +1,46 @@
+#include "frugal/models/finetune.h"
+
+#include <fmt/format.h>
+
+#include "frugal/models/lora.h"
+#include "frugal/models/quantized_base.h"
+#include "frugal/util/error.h"
+
+namespace frugal {
+
+bool finetuning(const ModelConfig& cfg) {
+  return cfg.lora.rank > 0 || !cfg.freeze.empty() || cfg.quantize_base.type != "none";
+}
+
+std::vector<std::string> lora_targets(const ModelConfig& cfg) {
+  if (!cfg.lora.targets.empty()) return cfg.lora.targets;
+  if (cfg.type == "llama") return {"q_proj", "v_proj"};  // PEFT's default for Llama models
+  if (cfg.type == "gpt") return {"qkv"};                 // the attention's input projection
+  throw Error(fmt::format("model.lora.targets: give the linear layers to adapt for model.type {}",
+                          cfg.type));
+}
+
+void apply_finetuning(torch::nn::Module& model, const ModelConfig& cfg) {
+  // The base first (its loaded weights quantized), then the adapters on it.
+  if (cfg.quantize_base.type == "nf4") {
+    const bool own = !cfg.quantize_base.modules.empty();
+    quantize_linear_layers(model, own ? cfg.quantize_base.modules : lora_targets(cfg),
+                           own ? "model.quantize_base.modules" : "model.lora.targets");
+  }
+  if (cfg.lora.rank > 0) {
+    LoraOptions o;
+    o.rank = cfg.lora.rank;
+    o.alpha = cfg.lora.alpha;
+    o.dropout = cfg.lora.dropout;
+    o.targets = lora_targets(cfg);
+    o.rslora = cfg.lora.rslora;
+    apply_lora(model, o, "model.lora");
+  }
+  if (!cfg.freeze.empty()) freeze_parameters(model, cfg.freeze, "model.freeze");
+  if (count_parameters(model).trainable == 0) {
+    throw Error("model: nothing left to train: model.freeze and model.lora leave no trainable "
+                "parameter");
+  }
+}
+
+}  // namespace frugal
