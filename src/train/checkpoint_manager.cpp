@@ -9,7 +9,9 @@
 #include "frugal/distributed/checkpoint_reader.h"
 #include "frugal/engine/state.h"
 #include "frugal/io/checkpoint.h"
+#include "frugal/hf/folder.h"
 #include "frugal/io/checkpoint_meta.h"
+#include "frugal/models/finetune.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
 
@@ -20,7 +22,11 @@ namespace frugal {
 
 CheckpointManager::CheckpointManager(const Config& cfg, fs::path dir, Engine& engine,
                                      std::shared_ptr<dist::Communicator> comm)
-    : cfg_(cfg), dir_(std::move(dir)), engine_(engine), comm_(std::move(comm)) {}
+    : cfg_(cfg), dir_(std::move(dir)), engine_(engine), comm_(std::move(comm)) {
+  if (finetuning(cfg_.model) && !cfg_.model.init_from.empty()) {
+    base_ = hf::folder_fingerprint(cfg_.model.init_from);
+  }
+}
 
 int64_t CheckpointManager::global_batch() const {
   return cfg_.data.micro_batch_size * cfg_.strategy.accumulation * (comm_ ? comm_->size() : 1);
@@ -77,6 +83,7 @@ void CheckpointManager::save(int64_t step, const LoaderPosition& data) {
                  {"fingerprint", config_fingerprint(cfg_)},
                  {"config", to_yaml(cfg_)}};
     if (writers > 0) meta["sharding"] = json::parse(state.layout_json);
+    if (!base_.empty()) meta["base"] = base_;
     ckpt.meta_json = meta.dump(2);
     last_ = publish_sharded_checkpoint(dir_, ckpt, writers, cfg_.train.keep_last);
   }
@@ -117,6 +124,21 @@ CheckpointManager::Resumed CheckpointManager::resume(const fs::path& from) {
         "run.resume: checkpoint '{}' was written with different model/data/optim/schedule/"
         "strategy settings ({}); restore them or start a new run.name",
         from.string(), fingerprint_mismatch(meta, theirs, ours, cfg_)));
+  }
+  // The frozen base is not in the checkpoint: it must be the folder the adapters trained on.
+  if (meta.contains("base") && meta["base"].is_object()) {
+    for (const auto& [file, then] : meta["base"].items()) {
+      const auto now = base_.find(file);
+      const std::string then_text = then.is_string() ? then.get<std::string>() : then.dump();
+      if (now == base_.end() || now->second != then_text) {
+        throw Error(fmt::format(
+            "run.resume: checkpoint '{}' trained adapters on the base in model.init_from '{}', "
+            "whose {} has changed since ({} then, {} now); restore that folder or start a new "
+            "run.name",
+            from.string(), cfg_.model.init_from, file, then_text,
+            now == base_.end() ? std::string("missing") : now->second));
+      }
+    }
   }
   const int64_t saved_batch = meta.value("global_batch", global_batch());
   if (saved_batch != global_batch()) {

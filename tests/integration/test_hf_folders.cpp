@@ -195,4 +195,16 @@ TEST_CASE("the README's fine-tuning example runs as written", "[integration][pyt
   std::cout << "greedy sample: '" << sample << "'\n";
   CHECK(!sample.empty());
   CHECK(sample == greedy.out);
+
+  // configs/llama-qlora.yaml on the same folder: the q and o projections' base in NF4, adapters
+  // on them, the rest frozen.
+  auto qlora = test::run_command(
+      cd + test::frugal_binary() + " train " +
+      test::quote((test::source_dir() / "configs/llama-qlora.yaml").string()) +
+      " --set data.eot_token=319 --set train.max_steps=4 --set train.eval_every=2"
+      " --set train.eval_batches=1 --set train.checkpoint_every=2 --set train.progress=none");
+  INFO(qlora.out << qlora.err);
+  REQUIRE(qlora.exit_code == 0);
+  CHECK_THAT(qlora.out, Catch::Contains("steps: 4") && Catch::Contains("val loss"));
+  CHECK_THAT(qlora.out + qlora.err, Catch::Contains("trainable ("));
 }

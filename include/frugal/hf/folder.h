@@ -7,6 +7,7 @@
 #include <torch/nn/module.h>
 
 #include <filesystem>
+#include <map>
 #include <memory>
 
 #include "frugal/config/hf_config.h"
@@ -26,6 +27,12 @@ io::NamedTensors read_weights(const std::filesystem::path& dir);
 // num_key_value_heads) is a frugal::Error naming config.json and the key, so that a file's
 // claim is never allocated on its word alone.
 void check_architecture(const ModelConfig& model, const std::filesystem::path& dir);
+
+// What identifies a base model folder's contents: each weight file's and config.json's size and
+// hash (whole files up to 64 MiB; larger ones by their head, tail and 256 blocks between).
+// A fine-tuned run's checkpoints record it, and resuming on a folder that no longer matches is
+// refused, naming the file.
+std::map<std::string, std::string> folder_fingerprint(const std::filesystem::path& dir);
 
 // Copies the folder's weights into `model`: every parameter must be there with its shape
 // (converted to the parameter's dtype); a tied model ignores a saved lm_head.weight that

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -50,6 +51,9 @@ class CheckpointManager {
   std::shared_ptr<dist::Communicator> comm_;
   std::filesystem::path last_;
   int64_t last_step_ = -1;
+  // A fine-tuned run's base folder (model.init_from), file by file (hf::folder_fingerprint):
+  // its checkpoints hold only what trained, so resuming needs the very same base.
+  std::map<std::string, std::string> base_;
 };
 
 }  // namespace frugal
