@@ -79,6 +79,8 @@ if [ $mode = check ]; then
   check_row offload "optimizer offload" "within 1e-6 of the device-only run"
   check_row zero3 "zero3 at world 1 under frugal launch" "within 1e-6 of the plain run"
   check_row offload-params "zero3 + params + optimizer offload" "within 1e-6 of the plain run"
+  check_row lora "LoRA (rank 8, all-linear), bf16-mixed" "losses within 5% relative of the CPU fp32 LoRA run"
+  check_row qlora "QLoRA (NF4 base, width 128), bf16-mixed" "losses within 5% relative of the CPU fp32 QLoRA run"
   check_row nccl-cases "Catch2 [cuda][dist] cases (NCCL)" "every case passes"
   check_row crash "Catch2 [cuda][reliability]: SIGKILLs and resume" "1 trial; final state within 1e-3"
   check_row memory "peak allocated vs PyTorch (GPT-2 124M, T 256, B 8, fp32)" "within 5%"
@@ -386,6 +388,30 @@ row_offload_params() {
   trained offload-params launch --set strategy.sharding=zero3 --set strategy.offload.optimizer=true \
     --set strategy.offload.params=true || { row offload-params "$(why_failed offload-params $?)"; return; }
   same_weights offload-params offload-params fp32 1e-6 "host memory: $(pinning offload-params)"
+}
+
+# finetune_row ID ARGS...: the tiny GPT fine-tuned as ARGS say, bf16-mixed on the device
+# against the same in fp32 on the CPU (the adapters' products and NF4's dequantization run on
+# the GPU's kernels).
+finetune_row() {
+  local id=$1
+  shift
+  train "$id-cpu" --set run.device=cpu "$@" || { row "$id" "$(why_failed "$id-cpu" $? reference)"; return; }
+  train "$id" --set strategy.precision=bf16-mixed "$@" || { row "$id" "$(why_failed "$id" $?)"; return; }
+  ask losses "$logs/metrics-$id.jsonl" "$logs/metrics-$id-cpu.jsonl" ||
+    { row "$id" "FAIL (compare.py: $(field "$reply" error))"; return; }
+  local d
+  d=$(field "$reply" max_rel_diff)
+  row "$id" "$(at_most "$d" 0.05)" "final loss $(field "$reply" final_a)" \
+    "CPU fp32 run: $(field "$reply" final_b)" "losses within 5% relative ($d)"
+}
+row_lora() {
+  finetune_row lora --set model.lora.rank=8 --set model.lora.targets=all-linear --set optim.lr=0.01
+}
+# Width 128: every projection's weight a multiple of NF4's 16384 values.
+row_qlora() {
+  finetune_row qlora --set model.n_embd=128 --set model.n_head=4 --set model.lora.rank=8 \
+    --set model.lora.targets=all-linear --set model.quantize_base=nf4 --set optim.lr=0.01
 }
 
 # GPT-2 124M's shape, smaller context, fp32 and AdamW: frugal's peak (metrics) against
