@@ -16,6 +16,7 @@
 #include "frugal/models/finetune.h"
 #include "frugal/models/llama.h"
 #include "frugal/optim/optimizer.h"
+#include "support/model_configs.h"
 
 using namespace frugal;
 
@@ -46,17 +47,7 @@ ModelConfig lora_config() {
 }
 
 std::shared_ptr<Llama> tiny_llama() {
-  LlamaOptions o;
-  o.vocab_size = 48;
-  o.max_position = 16;
-  o.n_layer = 2;
-  o.n_head = 4;
-  o.n_kv_head = 2;
-  o.hidden = 32;
-  o.intermediate = 64;
-  o.qkv_bias = true;
-  o.rope.head_dim = o.head_dim();
-  return std::make_shared<Llama>(o);
+  return std::make_shared<Llama>(test::small_llama_options(2, 4, 2, 32, 64, 48, /*qkv_bias=*/true));
 }
 
 Result train(const Setting& s, const std::shared_ptr<dist::Communicator>& comm) {

@@ -20,22 +20,15 @@
 #include "frugal/models/quantized_base.h"
 #include "frugal/optim/optimizer.h"
 #include "frugal/util/error.h"
+#include "support/model_configs.h"
 
 using namespace frugal;
 
 namespace qlora_test {
 
+// 128 x 128 and 128 x 256 weights: multiples of NF4's 16384 values.
 std::shared_ptr<Llama> small_llama() {
-  LlamaOptions o;
-  o.vocab_size = 48;
-  o.max_position = 16;
-  o.n_layer = 2;
-  o.n_head = 4;
-  o.n_kv_head = 4;
-  o.hidden = 128;  // 128 x 128 and 128 x 256 weights: multiples of NF4's 16384
-  o.intermediate = 256;
-  o.rope.head_dim = o.head_dim();
-  return std::make_shared<Llama>(o);
+  return std::make_shared<Llama>(test::small_llama_options(2, 4, 4, 128, 256, 48));
 }
 
 ModelConfig qlora_config() {
@@ -203,16 +196,8 @@ TEST_CASE("qlora: the same under every sharding mode, checkpointing and offload"
 
 TEST_CASE("qlora: a layer NF4 cannot hold is refused before anything changes",
           "[integration][lora][nf4][bad_input]") {
-  LlamaOptions o;
-  o.vocab_size = 48;
-  o.max_position = 16;
-  o.n_layer = 1;
-  o.n_head = 4;
-  o.n_kv_head = 2;
-  o.hidden = 128;
-  o.intermediate = 256;
-  o.rope.head_dim = o.head_dim();
-  auto model = std::make_shared<Llama>(o);  // v_proj: 64 x 128 = 8192 values
+  // v_proj: 64 x 128 = 8192 values
+  auto model = std::make_shared<Llama>(test::small_llama_options(1, 4, 2, 128, 256, 48));
   ModelConfig m = qlora_config();
   std::string message;
   try {

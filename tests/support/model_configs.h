@@ -4,6 +4,7 @@
 #include <string>
 
 #include "frugal/config/config.h"
+#include "frugal/models/llama.h"
 
 namespace frugal::test {
 
@@ -20,6 +21,19 @@ inline ModelConfig transformer_config(const std::string& type, int64_t n_layer, 
   mc.vocab_size = vocab_size;
   mc.dropout = 0.0;
   return mc;
+}
+
+// A small Llama's options (context 16), from transformer_config's keys: grouped-query heads,
+// the SwiGLU width and the other Llama keys as given.
+inline LlamaOptions small_llama_options(int64_t n_layer, int64_t n_head, int64_t n_kv_head,
+                                        int64_t hidden, int64_t intermediate, int64_t vocab_size,
+                                        bool qkv_bias = false, bool tie_embeddings = true) {
+  ModelConfig mc = transformer_config("llama", n_layer, n_head, hidden, 16, vocab_size);
+  mc.n_kv_head = n_kv_head;
+  mc.intermediate_size = intermediate;
+  mc.qkv_bias = qkv_bias;
+  mc.tie_embeddings = tie_embeddings;
+  return LlamaOptions::from(mc);
 }
 
 }  // namespace frugal::test

@@ -14,24 +14,14 @@
 #include "frugal/models/lora.h"
 #include "frugal/models/model.h"
 #include "frugal/util/error.h"
+#include "support/model_configs.h"
 
 using namespace frugal;
 
 namespace lora_test {
 
 LlamaOptions tiny_llama() {
-  LlamaOptions o;
-  o.vocab_size = 40;
-  o.max_position = 16;
-  o.n_layer = 2;
-  o.n_head = 4;
-  o.n_kv_head = 2;
-  o.hidden = 32;
-  o.intermediate = 48;
-  o.qkv_bias = true;
-  o.tie_embeddings = false;
-  o.rope.head_dim = o.head_dim();
-  return o;
+  return test::small_llama_options(2, 4, 2, 32, 48, 40, /*qkv_bias=*/true, /*tie_embeddings=*/false);
 }
 
 std::string error_of(const std::function<void()>& f) {
