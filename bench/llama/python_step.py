@@ -1,105 +1,38 @@
 """The Python side of bench/llama: transformers' LlamaForCausalLM with the shapes of a resolved
 frugal config (`frugal config show`), trained for the config's max_steps on random tokens the
-way a plain Python loop does it, timed and measured like frugal's trainer.
+way a plain Python loop does it, timed and measured like frugal's trainer
+(bench/python/llama_bench.py).
 
 Usage: python_step.py RESOLVED.yaml PRECISION POLICY THREADS LIBFRUGAL
   PRECISION fp32 | bf16-mixed (torch.autocast("cpu", bfloat16), fp32 weights and AdamW)
   POLICY    none | full (model.activation_checkpointing_enable, use_reentrant=False)
 Prints {"step_s": [...], "peak_bytes": [...], "baseline_bytes": [...], "rss_peak_bytes": [...],
 "losses": [...], "attn_implementation": ..., "parameters": ...} as JSON, one entry per step.
-
-Memory, as frugal's trainer measures its own process: frugal's tracking CPU allocator
-(loaded from libfrugal.so and installed before the model exists, so every tensor byte goes
-through the same counter) gives the bytes live before each step and their peak during it; the
-peak resident set (VmHWM) is read after each step, as frugal's metrics.jsonl records it.
 """
-import ctypes
 import json
+import os
 import sys
-import time
 
 import torch
-import torch.nn.functional as F
 import yaml
-from transformers import LlamaConfig, LlamaForCausalLM
 
-
-def vm_hwm_bytes():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def build(m):
-    cfg = LlamaConfig(vocab_size=m["vocab_size"], hidden_size=m["n_embd"],
-                      intermediate_size=m["intermediate_size"], num_hidden_layers=m["n_layer"],
-                      num_attention_heads=m["n_head"], num_key_value_heads=m["n_kv_head"],
-                      max_position_embeddings=m["block_size"], rms_norm_eps=m["rms_norm_eps"],
-                      rope_theta=m["rope_theta"], tie_word_embeddings=m["tie_embeddings"],
-                      attention_bias=m["qkv_bias"],
-                      # A training loop keeps no KV cache (transformers' default is to build
-                      # one, which would hold every layer's keys and values).
-                      use_cache=False)
-    # sdpa is transformers' default; named so that the table says what ran.
-    model = LlamaForCausalLM._from_config(cfg, attn_implementation="sdpa")
-    # Random initialisation (transformers' own, N(0, 0.02)): time and memory do not depend on
-    # the values. The weights and AdamW state stay fp32 under bf16-mixed, as frugal's.
-    assert all(p.dtype == torch.float32 for p in model.parameters())
-    return model
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+from llama_bench import adamw, build_llama, checkpoint_layers, tracking_allocator, train  # noqa: E402
 
 
 def main(cfg_path, precision, policy, threads, lib_path):
-    lib = ctypes.CDLL(lib_path)
-    lib.frugal_cpu_current_bytes.restype = ctypes.c_int64
-    lib.frugal_cpu_peak_bytes.restype = ctypes.c_int64
-    lib.frugal_install_cpu_tracking()
+    lib = tracking_allocator(lib_path)
     torch.set_num_threads(threads)
     cfg = yaml.safe_load(open(cfg_path))
-    m, d, o = cfg["model"], cfg["data"], cfg["optim"]
-    assert m["type"] == "llama" and cfg["strategy"]["accumulation"] == 1
+    assert cfg["model"]["type"] == "llama"
+    cfg["strategy"]["precision"] = precision
     torch.manual_seed(cfg["run"]["seed"])
-    model = build(m)
-    model.train()
-    if policy == "full":
-        # (gradient_checkpointing_enable's new name in transformers 5; every decoder layer)
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
-    elif policy != "none":
-        raise SystemExit(f"python_step.py: policy {policy}: only none and full")
-    # frugal's AdamW: decay on matrices only; torch's fused kernel, as frugal's CPU AdamW is
-    # (the faster of torch's AdamW paths on a CPU, docs/benchmarks.md "CPU Adam").
-    params = list(model.parameters())  # the tied embedding once
-    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": o["weight_decay"]},
-              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    opt = torch.optim.AdamW(groups, lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"], fused=True)
-    autocast_dtype = {"fp32": None, "bf16-mixed": torch.bfloat16}[precision]
-    B, T, V = d["micro_batch_size"], d["seq_len"] or m["block_size"], m["vocab_size"]
-    g = torch.Generator().manual_seed(0)
-    out = {"step_s": [], "peak_bytes": [], "baseline_bytes": [], "rss_peak_bytes": [], "losses": [],
-           "attn_implementation": model.config._attn_implementation,
-           "parameters": sum(p.numel() for p in params)}
-    for _ in range(cfg["train"]["max_steps"]):
-        # The batch is made outside the timed region, as frugal's loader runs before its step.
-        seq = torch.randint(0, V, (B, T + 1), generator=g)
-        x, y = seq[:, :T].contiguous(), seq[:, 1:].contiguous()
-        out["baseline_bytes"].append(lib.frugal_cpu_current_bytes())
-        lib.frugal_reset_cpu_peak()
-        start = time.perf_counter()
-        with torch.autocast("cpu", dtype=autocast_dtype or torch.bfloat16,
-                            enabled=autocast_dtype is not None):
-            logits = model(input_ids=x).logits
-            # frugal's loss: the sum over targets divided by their count, under the autocast.
-            loss = F.cross_entropy(logits.reshape(-1, V), y.reshape(-1), reduction="sum") / y.numel()
-        del logits
-        loss.backward()
-        out["losses"].append(loss.item())
-        torch.nn.utils.clip_grad_norm_(params, o["clip_grad_norm"])
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        out["step_s"].append(time.perf_counter() - start)
-        out["peak_bytes"].append(lib.frugal_cpu_peak_bytes())
-        out["rss_peak_bytes"].append(vm_hwm_bytes())
+    model = build_llama(cfg["model"])
+    checkpoint_layers(model, policy)
+    opt = adamw(model.parameters(), cfg["optim"])  # the tied embedding once
+    out = train(model, opt, cfg, lib)
+    out["attn_implementation"] = model.config._attn_implementation
+    out["parameters"] = sum(p.numel() for p in model.parameters())
     print(json.dumps(out))
 
 
