@@ -56,7 +56,11 @@ class ChunkedLinearCrossEntropy : public torch::autograd::Function<ChunkedLinear
     const at::Tensor g = grads[0].to(at::kFloat);  // d(loss) of the sum: a scalar
     const int64_t N = hidden.size(0);
     at::Tensor grad_hidden = at::empty_like(hidden);
-    at::Tensor grad_weight = at::zeros(weight.sizes(), weight.options().dtype(at::kFloat));
+    // A frozen output projection (a fine-tuned model's tied embedding) gets no gradient: no
+    // (V, C) buffer and no products for it.
+    const bool weight_grad = ctx->needs_input_grad(1);
+    at::Tensor grad_weight;
+    if (weight_grad) grad_weight = at::zeros(weight.sizes(), weight.options().dtype(at::kFloat));
     for (int64_t start = 0; start < N; start += chunk) {
       const int64_t n = std::min(chunk, N - start);
       const at::Tensor hc = h.narrow(0, start, n);
@@ -68,9 +72,10 @@ class ChunkedLinearCrossEntropy : public torch::autograd::Function<ChunkedLinear
       d.mul_((counted * g).unsqueeze(1));
       const at::Tensor dd = d.to(dtype);
       grad_hidden.narrow(0, start, n).copy_(at::matmul(dd, w));
-      grad_weight.add_(at::matmul(dd.t(), hc));
+      if (weight_grad) grad_weight.add_(at::matmul(dd.t(), hc));
     }
-    return {grad_hidden, grad_weight.to(weight.scalar_type()), at::Tensor(), at::Tensor()};
+    return {grad_hidden, weight_grad ? grad_weight.to(weight.scalar_type()) : at::Tensor(),
+            at::Tensor(), at::Tensor()};
   }
 };
 

@@ -127,3 +127,24 @@ TEST_CASE("chunked cross-entropy never holds the whole logits", "[unit][models][
   // gradient of the hidden states: nothing of the size of the logits.
   CHECK(chunked <= 3 * chunk * V * 4 + 2 * V * C * 4 + 4 * N * C * 4);
 }
+
+TEST_CASE("chunked cross-entropy with a frozen weight computes no weight gradient",
+          "[unit][models][chunked_loss]") {
+  // A fine-tuned model's tied embedding is frozen: the loss's backward must not build a (V, C)
+  // gradient for it, nor run its products.
+  memory::install_cpu_tracking();
+  at::manual_seed(5);
+  const int64_t N = 64, C = 64, V = 32768, chunk = 16;
+  const at::Tensor targets = at::randint(0, V, {N}, at::kLong);
+  const at::Tensor h0 = at::randn({N, C}), w = at::randn({V, C}) * 0.1;  // no requires_grad
+  at::Tensor h = h0.clone().requires_grad_();
+  const int64_t base = memory::cpu_counters().current_bytes;
+  memory::reset_cpu_peak();
+  chunked_linear_cross_entropy(h, w, targets, chunk).backward();
+  const int64_t extra = memory::cpu_counters().peak_bytes - base;
+  CHECK(extra < V * C * 4);  // less than the fp32 weight gradient alone
+  CHECK_FALSE(w.grad().defined());
+  at::Tensor hr = h0.clone().requires_grad_();
+  at::cross_entropy_loss(at::linear(hr, w), targets, {}, at::Reduction::Sum, kIgnoreIndex).backward();
+  CHECK(max_diff(h.grad(), hr.grad()) < 1e-5);
+}
