@@ -30,7 +30,7 @@ Config load_config_string(const std::string& yaml_text, const std::string& sourc
 
 Config default_config() { return Config{}; }
 
-ModelConfig resolved_model_config(const std::string& yaml_text, const std::string& source_name) {
+Config resolved_config(const std::string& yaml_text, const std::string& source_name) {
   // The architecture keys were resolved from model.init_from's folder when the run started;
   // that folder is not read again (it may be gone), only remembered.
   YAML::Node config;
@@ -46,9 +46,13 @@ ModelConfig resolved_model_config(const std::string& yaml_text, const std::strin
   }
   YAML::Emitter out;
   out << config;
-  ModelConfig model = load_config_string(out.c_str(), source_name).model;
-  model.init_from = init_from;
-  return model;
+  Config resolved = load_config_string(out.c_str(), source_name);
+  resolved.model.init_from = init_from;
+  return resolved;
+}
+
+ModelConfig resolved_model_config(const std::string& yaml_text, const std::string& source_name) {
+  return resolved_config(yaml_text, source_name).model;
 }
 
 }  // namespace frugal

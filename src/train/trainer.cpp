@@ -15,6 +15,7 @@
 #include "frugal/engine/device.h"
 #include "frugal/engine/sharding_registry.h"
 #include "frugal/hf/folder.h"
+#include "frugal/hf/peft.h"
 #include "frugal/io/atomic_file.h"
 #include "frugal/io/remove_tree.h"
 #include "frugal/memory/auto_policy.h"
@@ -31,6 +32,7 @@
 #include "frugal/train/nonfinite_guard.h"
 #include "frugal/train/oom_report.h"
 #include "frugal/train/run_dir.h"
+#include "frugal/train/run_model.h"
 #include "frugal/train/sample.h"
 #include "frugal/train/step_profiler.h"
 #include "frugal/util/error.h"
@@ -89,29 +91,27 @@ struct Trainer::Impl {
     // A folder's config.json is taken at its word only where its weights agree, before any
     // model of its sizes is built (here, or traced for the activation policy).
     if (!cfg.model.init_from.empty()) hf::check_architecture(cfg.model, cfg.model.init_from);
+    // An adapter folder's settings too (model.init_adapter against model.lora).
+    if (!cfg.model.init_adapter.empty()) hf::check_adapter_config(cfg.model, cfg.model.init_adapter);
     // The same for the activation policy, from the budget and this model's traced step.
     memory::resolve_auto_checkpointing(cfg, device, job.world_size);
-    try {
-      model = make_model(cfg.model);
-    } catch (const c10::OutOfMemoryError& e) {
-      // Sizes that validate but whose parameters this machine cannot hold: the config's
-      // problem, said in the config's terms.
-      throw Error(fmt::format("model: the {} model's parameters do not fit in memory ({}); "
-                              "make the model smaller",
-                              cfg.model.type, e.what_without_backtrace()));
-    }
     // zero3 keeps a shard of each parameter per rank: its ranks take their slices of the
     // weights after setup, each reading only what it keeps; the others load whole tensors.
     // (A fine-tuned model's frozen base is whole on every rank: it loads before setup.)
     const bool weights_after_setup = !cfg.model.init_from.empty() &&
                                      cfg.strategy.sharding.mode == "zero3" &&
                                      !finetuning(cfg.model);
+    // The model as export rebuilds it (train/run_model.h): seeded, the base's weights, the
+    // adapters and frozen parameters on it, the adapters' starting values.
+    RunModelOptions build_options;
+    build_options.load_init_from = !weights_after_setup;
+    model = build_run_model(cfg, build_options);
     if (!cfg.model.init_from.empty() && !weights_after_setup) {
-      hf::load_weights(*model, cfg.model.init_from);
       log::info(fmt::format("weights from {}", cfg.model.init_from));
     }
-    // Adapters and frozen parameters, on the loaded base.
-    apply_finetuning(*model, cfg.model);
+    if (!cfg.model.init_adapter.empty()) {
+      log::info(fmt::format("adapters from {}", cfg.model.init_adapter));
+    }
     model->to(device);
     auto optimizer = make_optimizer(cfg.optim, *model);
     auto schedule = std::make_shared<LrSchedule>(cfg.schedule, cfg.optim.lr, cfg.train.max_steps);

@@ -49,6 +49,8 @@ std::vector<std::string> fingerprint_differences(const Config& saved, const Conf
 // The model settings of a resolved config (config.resolved.yaml, a checkpoint's meta.json),
 // without reading model.init_from's folder again (its path is kept).
 ModelConfig resolved_model_config(const std::string& yaml_text, const std::string& source_name);
+// The whole resolved config the same way (export rebuilds a run's model from its run.seed too).
+Config resolved_config(const std::string& yaml_text, const std::string& source_name);
 
 // The names model.size accepts for a model type ("" = every type), in table order (for help
 // texts and docs).
