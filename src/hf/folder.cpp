@@ -11,7 +11,6 @@
 #include "frugal/io/atomic_file.h"
 #include "frugal/io/safetensors.h"
 #include "frugal/util/error.h"
-#include "io/made_folders.h"
 #include "util/json_input.h"
 
 namespace fs = std::filesystem;
@@ -199,14 +198,9 @@ void write_folder(const fs::path& out, const ModelConfig& model, const io::Named
     in_shard += bytes;
     total += bytes;
   }
-  fs::path tmp = out;
-  tmp += ".tmp-export";
-  if (fs::exists(tmp)) fs::remove_all(tmp);
-  io::MadeFolders made;  // tmp and the output's missing parents, removed on failure
-  made.make(tmp);
   // A failure on the way (a full disk, an unreadable tokenizer file) leaves no half-written
   // folder behind.
-  try {
+  io::write_directory_atomic(out, [&](const fs::path& tmp) {
     io::write_file_atomic(tmp / "config.json", config);
     const std::map<std::string, std::string> meta = {{"format", "pt"}};
     if (shards.size() == 1) {
@@ -234,13 +228,7 @@ void write_folder(const fs::path& out, const ModelConfig& model, const io::Named
         }
       }
     }
-    io::publish_directory_atomic(tmp, out);
-    made.keep();
-  } catch (...) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
-    throw;
-  }
+  });
 }
 
 }  // namespace frugal::hf

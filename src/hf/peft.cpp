@@ -19,7 +19,6 @@
 #include "frugal/models/finetune.h"
 #include "frugal/models/lora.h"
 #include "frugal/util/error.h"
-#include "io/made_folders.h"
 #include "util/json_input.h"
 
 namespace fs = std::filesystem;
@@ -239,21 +238,10 @@ void write_adapter_folder(const fs::path& out, const ModelConfig& model,
       {"use_dora", false},
       {"use_rslora", model.lora.rslora},
   };
-  fs::path tmp = out;
-  tmp += ".tmp-export";
-  if (fs::exists(tmp)) fs::remove_all(tmp);
-  io::MadeFolders made;  // tmp and the output's missing parents, removed on failure
-  made.make(tmp);
-  try {
+  io::write_directory_atomic(out, [&](const fs::path& tmp) {
     io::write_file_atomic(tmp / kAdapterConfig, config.dump(2) + "\n");
     io::write_safetensors(tmp / kAdapterWeights, named, {{"format", "pt"}});
-    io::publish_directory_atomic(tmp, out);
-    made.keep();
-  } catch (...) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
-    throw;
-  }
+  });
 }
 
 void check_adapter_config(const ModelConfig& model, const fs::path& dir) {

@@ -2,6 +2,8 @@
 // the message) and have no fsync.
 #include "frugal/io/atomic_file.h"
 
+#include "made_folders.h"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -165,6 +167,24 @@ void publish_directory_atomic(const fs::path& tmp_dir, const fs::path& final_dir
     if (std::rename(tmp_dir.c_str(), final_dir.c_str()) != 0) throw rename_failed(errno);
   }
   fsync_directory(parent_or_dot(final_dir));
+}
+
+void write_directory_atomic(const std::filesystem::path& out,
+                            const std::function<void(const std::filesystem::path& tmp)>& fill) {
+  std::filesystem::path tmp = out;
+  tmp += ".tmp-export";
+  if (std::filesystem::exists(tmp)) std::filesystem::remove_all(tmp);
+  MadeFolders made;  // tmp and the output's missing parents, removed on failure
+  made.make(tmp);
+  try {
+    fill(tmp);
+    publish_directory_atomic(tmp, out);
+    made.keep();
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove_all(tmp, ec);
+    throw;
+  }
 }
 
 }  // namespace frugal::io

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,5 +41,12 @@ void fsync_directory(const std::filesystem::path& dir);
 // not exist (throws frugal::Error otherwise); both must be on the same filesystem.
 void publish_directory_atomic(const std::filesystem::path& tmp_dir,
                               const std::filesystem::path& final_dir);
+
+// Writes a new folder `out` (exports): fill(tmp) writes its files into the temporary sibling
+// `<out>.tmp-export`, which is then published whole (publish_directory_atomic). On any failure
+// the temporary folder, and the parents of `out` it had to make, are removed and the error
+// goes on: no half-written folder is left.
+void write_directory_atomic(const std::filesystem::path& out,
+                            const std::function<void(const std::filesystem::path& tmp)>& fill);
 
 }  // namespace frugal::io
