@@ -2,6 +2,7 @@
 
 #include "final_gradients.h"
 
+#include <torch/utils.h>
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 

@@ -1,5 +1,6 @@
 #include "frugal/distributed/zero_sharding.h"
 
+#include <torch/utils.h>
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <fmt/format.h>

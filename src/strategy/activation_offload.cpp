@@ -1,5 +1,6 @@
 #include "frugal/strategy/activation_offload.h"
 
+#include <torch/utils.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/core/grad_mode.h>

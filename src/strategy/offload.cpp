@@ -4,6 +4,7 @@
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/autograd.h>
+#include <torch/utils.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 
 #include <optional>
