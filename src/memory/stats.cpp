@@ -16,7 +16,14 @@ namespace {
 
 using c10::CachingAllocator::StatType;
 
-bool cuda_device(const c10::Device& d) { return d.is_cuda() && at::globalContext().hasCUDA(); }
+bool cuda_device(const c10::Device& d) {
+  if (!d.is_cuda() || !at::globalContext().hasCUDA()) return false;
+  // The caching allocator's per-device tables exist only after CUDA's lazy initialisation,
+  // which LibTorch runs at the first CUDA tensor: find-batch resets the peaks before any, and
+  // the allocator refused ("Invalid device argument").
+  at::globalContext().lazyInitDevice(c10::kCUDA);
+  return true;
+}
 
 }  // namespace
 
@@ -87,7 +94,7 @@ void empty_cache(const c10::Device& device) {
 }
 
 int64_t memory_limit(const c10::Device& device, int64_t budget) {
-  if (device.is_cuda()) {
+  if (cuda_device(device)) {
     return static_cast<int64_t>(at::cuda::getDeviceProperties(device.index())->totalGlobalMem);
   }
   if (budget > 0) return budget;

@@ -22,6 +22,15 @@ class HookingEngine final : public torch::autograd::Engine {
     if (t_scopes.empty()) return nullptr;
     return (*t_scopes.back())();
   }
+
+  // LibTorch starts the engines' device threads once per process, not once per engine (a
+  // function-local static in initialize_device_threads_pool): when another engine ran a
+  // backward first, this one would have no device queues and its first CUDA backward would
+  // fail an internal assert. Start this engine's own then.
+  void start_own_device_threads() {
+    initialize_device_threads_pool();  // starts ours when no engine has run yet
+    if (device_ready_queues_.empty()) start_device_threads();
+  }
 };
 
 torch::autograd::Engine& hooking_engine() {
@@ -38,6 +47,7 @@ void install_hooking_engine() {
                               "engine (") + typeid(current).name() +
                   ", Python's?); frugal's C++ checkpointing needs LibTorch's own");
     }
+    static_cast<HookingEngine&>(hooking_engine()).start_own_device_threads();
     torch::autograd::set_default_engine_stub(&hooking_engine);
   });
 }

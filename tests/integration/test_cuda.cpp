@@ -4,10 +4,13 @@
 // them on the GPU machine. (Checkpointing's CUDA case lives with the other checkpointing tests.)
 #include <ATen/ATen.h>
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iostream>
 
 #include "frugal/config/load.h"
 #include "frugal/engine/device.h"
@@ -25,6 +28,11 @@ using namespace frugal;
 
 TEST_CASE("run.device resolves against what the process sees", "[integration][cuda]") {
   CHECK(resolve_device("cpu") == c10::Device(c10::kCPU));
+  for (const char* bad : {"gpu", "cuda:", "cuda:x", "cuda0", "cuda:-1", "cuda:1234567890"}) {
+    CHECK_THROWS_WITH(resolve_device(bad),
+                      "run.device: unknown device '" + std::string(bad) +
+                          "' (expected auto, cpu, cuda or cuda:N)");
+  }
   if (!at::hasCUDA()) {
     CHECK(resolve_device("auto") == c10::Device(c10::kCPU));
     CHECK_THROWS_WITH(resolve_device("cuda"),
@@ -34,7 +42,9 @@ TEST_CASE("run.device resolves against what the process sees", "[integration][cu
   }
   CHECK(resolve_device("auto") == c10::Device(c10::kCUDA, 0));
   CHECK(resolve_device("cuda") == c10::Device(c10::kCUDA, 0));
-  CHECK_THROWS_WITH(resolve_device("cuda:999"), Catch::Contains("CUDA device(s)"));
+  CHECK_THROWS_WITH(resolve_device("cuda:999"),
+                    Catch::Contains("run.device: 'cuda:999' asked for, but this process sees") &&
+                        Catch::Contains("CUDA device(s)"));
 }
 
 namespace {
@@ -93,14 +103,31 @@ double tail_mean(const std::vector<double>& v) {
 
 TEST_CASE("on CUDA, bf16-mixed and fp16-mixed end within tolerance of fp32", "[integration][cuda]") {
   if (no_cuda()) return;
-  const auto fp32 = train_on_cuda("fp32", 40);
-  const auto bf16 = train_on_cuda("bf16-mixed", 40);
-  const auto fp16 = train_on_cuda("fp16-mixed", 40);
+  const int steps = 40;
+  const auto fp32 = train_on_cuda("fp32", steps);
+  const auto bf16 = train_on_cuda("bf16-mixed", steps);
+  auto fp16 = train_on_cuda("fp16-mixed", steps);
+  // On CUDA the first scaled gradients (loss sum x 65536) overflow fp16: the scaler skips
+  // those steps and backs off, as torch.amp.GradScaler does on the same run (tools/gpu/check.sh's
+  // fp16 row compares the two). A few skips, then fp16 trains as many applied steps as fp32.
+  const auto skipped = std::count(fp16.skipped.begin(), fp16.skipped.end(), true);
+  CHECK(skipped <= 4);
+  if (skipped > 0) fp16 = train_on_cuda("fp16-mixed", steps + static_cast<int>(skipped));
+  std::vector<double> fp16_applied;
+  for (size_t i = 0; i < fp16.losses.size(); ++i) {
+    if (!fp16.skipped[i]) fp16_applied.push_back(fp16.losses[i]);
+  }
+  REQUIRE(fp16_applied.size() >= static_cast<size_t>(steps));
+  const std::string tails = fmt::format("tail losses: fp32 {} bf16 {} fp16 {} ({} skipped)",
+                                        tail_mean(fp32.losses), tail_mean(bf16.losses),
+                                        tail_mean(fp16_applied), skipped);
+  std::cout << tails << "\n";
+  INFO(tails);
   CHECK(fp32.losses.back() < 0.5 * fp32.losses.front());
   // The same tolerances as on CPU (tests/integration/test_precision.cpp).
   CHECK(std::abs(tail_mean(bf16.losses) - tail_mean(fp32.losses)) < 0.10 * tail_mean(fp32.losses));
-  CHECK(std::abs(tail_mean(fp16.losses) - tail_mean(fp32.losses)) < 0.05 * tail_mean(fp32.losses));
-  for (bool s : fp16.skipped) CHECK_FALSE(s);
+  CHECK(std::abs(tail_mean(fp16_applied) - tail_mean(fp32.losses)) <
+        0.05 * tail_mean(fp32.losses));
 }
 
 TEST_CASE("on CUDA, fp16-mixed skips an overflowing step, backs off and grows again",
@@ -272,9 +299,17 @@ TEST_CASE("on CUDA, optimizer offload (side-stream copies, host step) matches th
     for (const auto& p : model->parameters()) out.push_back(p.detach().cpu());
     return out;
   };
+  // Not bit-exact: the CPU's AdamW rounds differently from CUDA's kernels, and three steps
+  // carry the difference into the next gradients (the check's 20-step row: 4.8e-6 on an H200).
+  // A wrong step (a stale gradient, a missed clip) is off by about the learning rate, 3e-3.
   for (double clip : {1.0, 0.0}) {
-    INFO("clip " << clip);
     const auto device = run(false, clip), host = run(true, clip);
-    for (size_t i = 0; i < device.size(); ++i) CHECK(at::allclose(host[i], device[i], 1e-5, 1e-6));
+    double worst = 0;
+    for (size_t i = 0; i < device.size(); ++i) {
+      worst = std::max(worst, (host[i] - device[i]).abs().max().item<double>());
+    }
+    std::cout << "offload on CUDA, clip " << clip << ": max abs diff " << worst << "\n";
+    INFO("clip " << clip << ": max abs diff " << worst);
+    CHECK(worst <= 1e-5);
   }
 }

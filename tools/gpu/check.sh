@@ -76,14 +76,14 @@ if [ $mode = check ]; then
   check_row recompute "full checkpointing, dropout 0.1" "bit-exact against no checkpointing"
   check_row accumulation "accumulation 4 (micro-batch 4)" "within 1e-5 of micro-batch 16"
   check_row resume "resume at step 10 of 20" "bit-exact against uninterrupted"
-  check_row offload "optimizer offload" "within 1e-6 of the device-only run"
+  check_row offload "optimizer offload" "within 1e-5 of the device-only run"
   check_row zero3 "zero3 at world 1 under frugal launch" "within 1e-6 of the plain run"
-  check_row offload-params "zero3 + params + optimizer offload" "within 1e-6 of the plain run"
+  check_row offload-params "zero3 + params + optimizer offload" "within 1e-5 of the plain run"
   check_row lora "LoRA (rank 8, all-linear), bf16-mixed" "losses within 5% relative of the CPU fp32 LoRA run"
   check_row qlora "QLoRA (NF4 base, width 128), bf16-mixed" "losses within 5% relative of the CPU fp32 QLoRA run"
   check_row nccl-cases "Catch2 [cuda][dist] cases (NCCL)" "every case passes"
   check_row crash "Catch2 [cuda][reliability]: SIGKILLs and resume" "1 trial; final state within 1e-3"
-  check_row memory "peak allocated vs PyTorch (GPT-2 124M, T 256, B 8, fp32)" "within 5%"
+  check_row memory "peak allocated vs PyTorch (GPT-2 124M, T 256, B 8, fp32)" "at most 5% above"
   check_row snapshot "allocator snapshot in torch.cuda._memory_viz" "loads and plots"
   check_row oom "out of memory (absurd micro-batch)" "exit 2 with the report and advice"
   check_row find-batch "find-batch" "the size found trains; twice it runs out of memory"
@@ -374,7 +374,9 @@ pinning() {
 row_offload() {
   trained fp32 train || { row offload "$(why_failed fp32 $? reference)"; return; }
   trained offload-opt train --set strategy.offload.optimizer=true || { row offload "$(why_failed offload-opt $?)"; return; }
-  same_weights offload offload-opt fp32 1e-6 "host memory: $(pinning offload-opt)"
+  # 1e-5, not bit-exact: the host step is the CPU's AdamW, whose rounding differs from CUDA's
+  # kernels (4.8e-6 after 20 steps on an H200, 2026-12-04); a wrong step is off by ~1e-3.
+  same_weights offload offload-opt fp32 1e-5 "host memory: $(pinning offload-opt)"
 }
 
 row_zero3() {
@@ -387,7 +389,7 @@ row_offload_params() {
   trained fp32 train || { row offload-params "$(why_failed fp32 $? reference)"; return; }
   trained offload-params launch --set strategy.sharding=zero3 --set strategy.offload.optimizer=true \
     --set strategy.offload.params=true || { row offload-params "$(why_failed offload-params $?)"; return; }
-  same_weights offload-params offload-params fp32 1e-6 "host memory: $(pinning offload-params)"
+  same_weights offload-params offload-params fp32 1e-5 "host memory: $(pinning offload-params)"
 }
 
 # finetune_row ID ARGS...: the tiny GPT fine-tuned as ARGS say, bf16-mixed on the device
@@ -432,10 +434,11 @@ row_memory() {
   local ratio
   ratio=$(awk -v a="$f_peak" -v b="$p_peak" 'BEGIN { if (b > 0 && a ~ /^[0-9]+$/) printf "%.4f", a / b - 1 }')
   local result=FAIL
-  [ -n "$ratio" ] && result=$(awk -v r="$ratio" 'BEGIN { print (r <= 0.05 && r >= -0.05) ? "PASS" : "FAIL" }')
+  # Below PyTorch's peak passes: less memory is the point (frugal peaked 9% lower on an H200).
+  [ -n "$ratio" ] && result=$(awk -v r="$ratio" 'BEGIN { print (r <= 0.05) ? "PASS" : "FAIL" }')
   row memory "$result" "$(awk -v a="$f_peak" 'BEGIN { printf "%.0f MiB", a / 1048576 }')" \
     "torch.cuda.max_memory_allocated: $(awk -v a="$p_peak" 'BEGIN { printf "%.0f MiB", a / 1048576 }')" \
-    "within 5% (${ratio:-no ratio})"
+    "at most 5% above (${ratio:-no ratio})"
 }
 
 row_snapshot() {
