@@ -11,6 +11,7 @@
 #include "frugal/io/atomic_file.h"
 #include "frugal/io/safetensors.h"
 #include "frugal/util/error.h"
+#include "checked_weights.h"
 #include "util/json_input.h"
 
 namespace fs = std::filesystem;
@@ -59,11 +60,6 @@ io::NamedTensors read_weights(const fs::path& dir) {
   return out;
 }
 
-namespace {
-
-// The folder's tensors the model has, checked against it: every parameter there with its
-// shape, nothing else (a tied model's saved output projection that equals the embedding is
-// dropped).
 io::NamedTensors checked_weights(torch::nn::Module& model, const fs::path& dir) {
   std::map<std::string, at::Tensor> given;
   for (auto& [name, t] : read_weights(dir)) given[name] = std::move(t);
@@ -96,6 +92,8 @@ io::NamedTensors checked_weights(torch::nn::Module& model, const fs::path& dir) 
   }
   return out;
 }
+
+namespace {
 
 // A folder's weights read by parameter name, as a checkpoint of whole tensors without
 // optimizer state would be.

@@ -20,12 +20,19 @@ std::vector<std::string> lora_targets(const ModelConfig& cfg) {
                           cfg.type));
 }
 
+QuantizedLayers quantized_layers(const ModelConfig& cfg) {
+  if (cfg.quantize_base.type != "nf4") return {};
+  if (!cfg.quantize_base.modules.empty()) {
+    return {cfg.quantize_base.modules, "model.quantize_base.modules"};
+  }
+  return {lora_targets(cfg), "model.lora.targets"};
+}
+
 void apply_finetuning(torch::nn::Module& model, const ModelConfig& cfg) {
-  // The base first (its loaded weights quantized), then the adapters on it.
-  if (cfg.quantize_base.type == "nf4") {
-    const bool own = !cfg.quantize_base.modules.empty();
-    quantize_linear_layers(model, own ? cfg.quantize_base.modules : lora_targets(cfg),
-                           own ? "model.quantize_base.modules" : "model.lora.targets");
+  // The base first (its loaded weights quantized; layers hf::load_weights_quantized stored as
+  // NF4 already are left as they are), then the adapters on it.
+  if (const QuantizedLayers q = quantized_layers(cfg); !q.targets.empty()) {
+    quantize_linear_layers(model, q.targets, q.key);
   }
   if (cfg.lora.rank > 0) {
     LoraOptions o;

@@ -5,17 +5,10 @@
 
 #include "frugal/models/lora.h"
 #include "frugal/util/error.h"
+#include "parameter_table.h"
 
 namespace frugal {
 namespace {
-
-// torch::nn::Module keeps its parameters in a protected dictionary with no public way to drop
-// one: a derived class may name the member, and so reach it in any module.
-struct ParameterTable : torch::nn::Module {
-  static void drop(torch::nn::Module& m, const std::string& name) {
-    (m.*(&ParameterTable::parameters_)).erase(name);
-  }
-};
 
 void move_weight(nf4::Nf4Weight& w, torch::Device device, bool non_blocking) {
   for (at::Tensor* t : {&w.codes, &w.scaler_codes, &w.scaler_factors, &w.scaler_mean}) {
@@ -57,11 +50,9 @@ at::Tensor linear_weight(const torch::nn::LinearImpl& layer, at::ScalarType dtyp
   return layer.weight.detach().to(dtype);
 }
 
-std::vector<std::string> quantize_linear_layers(torch::nn::Module& module,
-                                                const std::vector<std::string>& targets,
-                                                const std::string& key) {
+std::vector<std::pair<std::string, torch::nn::Linear>> nf4_layers(
+    torch::nn::Module& module, const std::vector<std::string>& targets, const std::string& key) {
   auto chosen = select_linear_layers(module, targets, key);
-  // Every size checked before any layer changes: a refused setting leaves the model whole.
   for (const auto& [name, layer] : chosen) {
     if (nf4_weight_of(*layer)) continue;
     const int64_t n = layer->weight.numel(), unit = nf4::kBlock * nf4::kScalerBlock;
@@ -73,13 +64,24 @@ std::vector<std::string> quantize_linear_layers(torch::nn::Module& module,
                               nf4::kBlock, nf4::kScalerBlock));
     }
   }
+  return chosen;
+}
+
+void set_nf4_weight(torch::nn::LinearImpl& layer, nf4::Nf4Weight q) {
+  detail::ParameterTable::drop(layer, "weight");
+  layer.weight = at::Tensor();  // the full-precision tensor is freed here
+  layer.register_module("weight_nf4", std::make_shared<Nf4BaseImpl>(std::move(q)));
+}
+
+std::vector<std::string> quantize_linear_layers(torch::nn::Module& module,
+                                                const std::vector<std::string>& targets,
+                                                const std::string& key) {
+  // Every size checked before any layer changes: a refused setting leaves the model whole.
+  auto chosen = nf4_layers(module, targets, key);
   std::vector<std::string> out;
   for (auto& [name, layer] : chosen) {
     if (nf4_weight_of(*layer)) continue;
-    nf4::Nf4Weight q = nf4::quantize(layer->weight.detach(), name + ".weight");
-    ParameterTable::drop(*layer, "weight");
-    layer->weight = at::Tensor();  // the full-precision tensor is freed here
-    layer->register_module("weight_nf4", std::make_shared<Nf4BaseImpl>(std::move(q)));
+    set_nf4_weight(*layer, nf4::quantize(layer->weight.detach(), name + ".weight"));
     out.push_back(name);
   }
   return out;

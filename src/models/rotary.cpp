@@ -27,7 +27,12 @@ at::Tensor rope_inverse_frequencies(const RopeOptions& o) {
   return at::where(medium, smoothed, scaled).to(at::kFloat);
 }
 
-RotaryEmbedding::RotaryEmbedding(const RopeOptions& o) : inv_freq_(rope_inverse_frequencies(o)) {}
+RotaryEmbedding::RotaryEmbedding(const RopeOptions& o) : options_(o) {}
+
+const at::Tensor& RotaryEmbedding::inverse_frequencies() const {
+  std::call_once(inv_freq_once_, [this] { inv_freq_ = rope_inverse_frequencies(options_); });
+  return inv_freq_;
+}
 
 std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin(int64_t T, c10::Device device,
                                                            at::ScalarType dtype) {
@@ -40,7 +45,7 @@ std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin(int64_t T, c10::Devic
   }
   // Angles in float32 (autocast does not reach here: plain ATen ops on float32 inputs); only
   // the rounded pair is kept.
-  const at::Tensor inv = inv_freq_.to(device);
+  const at::Tensor inv = inverse_frequencies().to(device);
   const at::Tensor pos = at::arange(T, at::TensorOptions().dtype(at::kFloat).device(device));
   const at::Tensor freqs = at::outer(pos, inv);             // (T, head_dim / 2)
   const at::Tensor angles = at::cat({freqs, freqs}, -1);    // (T, head_dim)
@@ -51,7 +56,7 @@ std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin(int64_t T, c10::Devic
 }
 
 std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin_at(const at::Tensor& position_ids) const {
-  const at::Tensor inv = inv_freq_.to(position_ids.device());
+  const at::Tensor inv = inverse_frequencies().to(position_ids.device());
   const at::Tensor freqs = position_ids.to(at::kFloat).unsqueeze(-1) * inv;  // (B, T, head_dim / 2)
   const at::Tensor angles = at::cat({freqs, freqs}, -1).unsqueeze(1);        // (B, 1, T, head_dim)
   return {angles.cos(), angles.sin()};

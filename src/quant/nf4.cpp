@@ -24,9 +24,11 @@ constexpr double kLevels[16] = {-1.0,   -0.6962, -0.5251, -0.3949, -0.2844, -0.1
                                 -0.0911, 0.0,     0.0796,  0.1609,  0.2461,  0.3379,
                                 0.4407,  0.5626,  0.7230,  1.0};
 
-// Values quantized per pass in quantize(): the (chunk, 16) distance matrix is the big temporary
-// (torchao quantizes in chunks of 1024^2 values too). A multiple of kBlock.
-constexpr int64_t kQuantizeChunk = int64_t{1} << 20;
+// Values quantized per pass in quantize(): the (chunk, 16) distance matrix is the big temporary,
+// 4 MiB in fp32 (with the chunk's other temporaries about 5 MiB): small beside any model worth
+// quantizing, which the loading bound (hf::load_weights_quantized) needs, and large enough that
+// the per-chunk operator overhead stays small. A multiple of kBlock.
+constexpr int64_t kQuantizeChunk = int64_t{1} << 16;
 
 // The levels in `dtype` (table 0: 16 values) and the 256 x 2 table of each byte's two levels
 // (table 1: high nibble, low nibble), built once per dtype and device: on a GPU, no host-to-device
@@ -172,7 +174,8 @@ int64_t Nf4Weight::bytes() const {
   return total;
 }
 
-Nf4Weight quantize(const at::Tensor& w, const std::string& name) {
+Nf4Weight quantize(const at::Tensor& w, const std::string& name,
+                   std::optional<at::ScalarType> as) {
   const int64_t multiple = kBlock * kScalerBlock;
   if (!w.defined() || !at::isFloatingType(w.scalar_type())) {
     throw Error(fmt::format("nf4: cannot quantize '{}': expected a floating-point tensor, got {}",
@@ -185,14 +188,24 @@ Nf4Weight quantize(const at::Tensor& w, const std::string& name) {
         name, nf4_shape_text(w.sizes()), w.numel(), multiple, kBlock, kScalerBlock));
   }
   at::NoGradGuard no_grad;
-  const at::ScalarType dtype = w.scalar_type();
+  const at::ScalarType dtype = as.value_or(w.scalar_type());
   const int64_t numel = w.numel();
   const int64_t n_blocks = numel / kBlock;
   const int64_t n_scaler_blocks = n_blocks / kScalerBlock;
   const at::Tensor flat = w.detach().reshape({-1});  // row-major, as torchao's flatten()
+  // Chunk by chunk, each converted to the dtype as it is read: every step is per value or per
+  // block, so the result is the whole tensor's, and the temporaries stay a chunk's whatever the
+  // weight's size (a bf16 file tensor quantized in fp32 never exists in fp32 whole).
+  auto chunk = [&](int64_t start, int64_t len) {
+    return flat.narrow(0, start, len).to(dtype).view({len / kBlock, kBlock});
+  };
 
   // Double quantization of the block absmaxes (torchao's double_quantize_scalers).
-  const at::Tensor absmax = std::get<0>(flat.view({n_blocks, kBlock}).abs().max(1));
+  at::Tensor absmax = at::empty({n_blocks}, w.options().dtype(dtype));
+  for (int64_t start = 0; start < numel; start += kQuantizeChunk) {
+    const int64_t len = std::min(kQuantizeChunk, numel - start);
+    absmax.narrow(0, start / kBlock, len / kBlock).copy_(std::get<0>(chunk(start, len).abs().max(1)));
+  }
   Nf4Weight out;
   out.scaler_mean = absmax.mean();
   const at::Tensor centred = (absmax - out.scaler_mean).view({n_scaler_blocks, kScalerBlock});
@@ -211,8 +224,8 @@ Nf4Weight quantize(const at::Tensor& w, const std::string& name) {
   out.codes = at::empty({numel / 2}, w.options().dtype(at::kByte));
   for (int64_t start = 0; start < numel; start += kQuantizeChunk) {
     const int64_t len = std::min(kQuantizeChunk, numel - start);
-    const at::Tensor blocks = flat.narrow(0, start, len).view({len / kBlock, kBlock});
-    const at::Tensor scaled = blocks / absmax.narrow(0, start / kBlock, len / kBlock).unsqueeze(-1);
+    const at::Tensor scaled =
+        chunk(start, len) / absmax.narrow(0, start / kBlock, len / kBlock).unsqueeze(-1);
     const at::Tensor nearest = std::get<1>((scaled.reshape({len, 1}) - table).abs_().min(-1));
     const at::Tensor pairs = nearest.to(at::kByte).view({len / 2, 2});
     // [a, b] -> (a << 4) | b: the even element in the high nibble.

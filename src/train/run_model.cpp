@@ -11,6 +11,7 @@
 #include "frugal/hf/folder.h"
 #include "frugal/hf/peft.h"
 #include "frugal/io/module_state.h"
+#include "frugal/memory/meta_trace.h"
 #include "frugal/models/finetune.h"
 #include "frugal/models/lora.h"
 #include "frugal/models/quantized_base.h"
@@ -23,18 +24,29 @@ std::shared_ptr<Model> build_run_model(const Config& cfg, const RunModelOptions&
   // Seeded here, right before the model is made: its initial values (a random base's, the
   // adapters' A) depend on run.seed alone, whatever drew random numbers before.
   at::manual_seed(cfg.run.seed);
+  const bool from_folder = options.load_init_from && !cfg.model.init_from.empty();
+  const QuantizedLayers quantized = quantized_layers(cfg.model);
   std::shared_ptr<Model> model;
-  try {
-    model = make_model(cfg.model);
-  } catch (const c10::OutOfMemoryError& e) {
-    // Sizes that validate but whose parameters this machine cannot hold: the config's
-    // problem, said in the config's terms.
-    throw Error(fmt::format("model: the {} model's parameters do not fit in memory ({}); "
-                            "make the model smaller",
-                            cfg.model.type, e.what_without_backtrace()));
-  }
-  if (options.load_init_from && !cfg.model.init_from.empty()) {
-    hf::load_weights(*model, cfg.model.init_from);
+  if (from_folder && !quantized.targets.empty()) {
+    // QLoRA from a folder: built on the meta device (no memory, no initialisation), then
+    // loaded tensor by tensor with the NF4 layers quantized as they are read, so that the
+    // full-precision base never exists on the host.
+    {
+      memory::OnMetaDevice on_meta;
+      model = make_model(cfg.model);
+    }
+    hf::load_weights_quantized(*model, cfg.model.init_from, quantized.targets, quantized.key);
+  } else {
+    try {
+      model = make_model(cfg.model);
+    } catch (const c10::OutOfMemoryError& e) {
+      // Sizes that validate but whose parameters this machine cannot hold: the config's
+      // problem, said in the config's terms.
+      throw Error(fmt::format("model: the {} model's parameters do not fit in memory ({}); "
+                              "make the model smaller",
+                              cfg.model.type, e.what_without_backtrace()));
+    }
+    if (from_folder) hf::load_weights(*model, cfg.model.init_from);
   }
   // Adapters and frozen parameters, on the loaded base.
   apply_finetuning(*model, cfg.model);

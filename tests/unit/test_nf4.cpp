@@ -184,6 +184,23 @@ TEST_CASE("nf4 storage: half a byte per weight plus the double-quantized scales"
   }
 }
 
+TEST_CASE("nf4 quantize in another dtype equals quantizing the converted weight, a chunk at a time",
+          "[unit][nf4]") {
+  // Several chunks of 65536 values and a short last one; bf16 weights quantized in fp32 (what
+  // the loader does from a bf16 file) without converting the whole weight first.
+  const at::Tensor w = (at::randn({5 * 65536 + 16384}) * 0.03).to(at::kBFloat16).view({-1, 256});
+  const nf4::Nf4Weight a = nf4::quantize(w, "w", at::kFloat);
+  const nf4::Nf4Weight b = nf4::quantize(w.to(at::kFloat), "w");
+  CHECK(a.dtype == at::kFloat);
+  CHECK(at::equal(a.codes, b.codes));
+  CHECK(at::equal(a.scaler_codes, b.scaler_codes));
+  CHECK(at::equal(a.scaler_factors, b.scaler_factors));
+  CHECK(at::equal(a.scaler_mean, b.scaler_mean));
+  // A non-contiguous weight reads the same values.
+  const at::Tensor t = w.view({256, -1}).t();
+  CHECK(at::equal(nf4::quantize(t, "t").codes, nf4::quantize(t.contiguous(), "t").codes));
+}
+
 TEST_CASE("nf4 quantize refuses weights whose size is not a multiple of 64 x 256 in one line",
           "[unit][nf4][bad_input]") {
   CHECK(nf4_error_of(at::zeros({100, 64}), "layers.0.mlp.up.weight") ==

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "frugal/config/hf_config.h"
 #include "frugal/io/named_tensors.h"
@@ -39,6 +41,16 @@ std::map<std::string, std::string> folder_fingerprint(const std::filesystem::pat
 // equals the embedding. A missing or mis-shaped tensor, or one the model does not have, is a
 // frugal::Error naming the folder and the tensor.
 void load_weights(torch::nn::Module& model, const std::filesystem::path& dir);
+
+// load_weights for a model built on the meta device (memory::OnMetaDevice), that quantizes as
+// it loads: the weights of the linear layers `nf4_targets` names (quantize_linear_layers'
+// targets; `key` names the setting in errors) are read chunk by chunk straight into NF4 (in the
+// parameter's dtype, the bits quantize_linear_layers gives after load_weights), every other
+// parameter into a tensor of its own on the CPU. The model is never whole at full precision:
+// the host holds the loaded part plus one tensor in flight (QLoRA's base at its NF4 size).
+// The same checks as load_weights, all made before anything is read.
+void load_weights_quantized(torch::nn::Module& model, const std::filesystem::path& dir,
+                            const std::vector<std::string>& nf4_targets, const std::string& key);
 
 // The same weights, checked the same way, as a saved training state of whole tensors without
 // optimizer state, for Engine::load_state_dict after setup: a sharding that keeps parameter

@@ -18,6 +18,14 @@ bool finetuning(const ModelConfig& cfg);
 // model.lora.targets, or the model type's default (llama: q_proj, v_proj; gpt: qkv).
 std::vector<std::string> lora_targets(const ModelConfig& cfg);
 
+// The linear layers model.quantize_base stores as NF4 (its modules, else the LoRA targets) and
+// the setting that names them in errors; no targets when the base is not quantized.
+struct QuantizedLayers {
+  std::vector<std::string> targets;
+  std::string key;
+};
+QuantizedLayers quantized_layers(const ModelConfig& cfg);
+
 // Applies model.lora then model.freeze to `model`; a frugal::Error names the key when a
 // setting matches nothing, or when nothing is left to train.
 void apply_finetuning(torch::nn::Module& model, const ModelConfig& cfg);

@@ -11,6 +11,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "frugal/quant/nf4.h"
@@ -37,6 +38,16 @@ std::vector<int64_t> linear_weight_shape(const torch::nn::LinearImpl& layer);
 
 // The layer's weight as a full tensor (dequantized for NF4, in `dtype`).
 at::Tensor linear_weight(const torch::nn::LinearImpl& layer, at::ScalarType dtype);
+
+// The linear layers `targets` names (as LoRA's targets: a name or its last parts, or
+// all-linear), each not yet quantized checked to fit NF4 (its size a multiple of 16384, else a
+// frugal::Error prefixed by `key` naming the layer and its shape).
+std::vector<std::pair<std::string, torch::nn::Linear>> nf4_layers(
+    torch::nn::Module& module, const std::vector<std::string>& targets, const std::string& key);
+
+// Stores `q` as the layer's weight: the weight parameter (and its tensor) leaves the layer, a
+// child `weight_nf4` holds the NF4 tensors.
+void set_nf4_weight(torch::nn::LinearImpl& layer, nf4::Nf4Weight q);
 
 // Quantizes the weights of the linear layers `targets` names (as LoRA's targets: a name or its
 // last parts, or all-linear) to NF4. `key` names the setting in errors (e.g.

@@ -49,7 +49,14 @@ class RotaryEmbedding {
   static at::Tensor rotate(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 
  private:
-  at::Tensor inv_freq_;  // CPU float32
+  // The inverse frequencies (CPU float32), computed at first use rather than in the constructor:
+  // a model built on the meta device (the planner's trace, the quantizing load of
+  // hf::load_weights_quantized) gets real ones once it runs for real.
+  const at::Tensor& inverse_frequencies() const;
+
+  RopeOptions options_;
+  mutable std::once_flag inv_freq_once_;
+  mutable at::Tensor inv_freq_;
   std::mutex mutex_;
   using WeakTensor = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
   std::map<std::tuple<int64_t, std::string, int>, std::pair<WeakTensor, WeakTensor>> cache_;

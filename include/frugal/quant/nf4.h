@@ -40,8 +40,12 @@ struct Nf4Weight {
 
 // Quantizes a floating-point weight of any shape whose element count is a positive multiple of
 // 16384; else a frugal::Error naming `name`, the shape and what is expected. No autograd
-// history is recorded. The codes are on the weight's device.
-Nf4Weight quantize(const at::Tensor& w, const std::string& name);
+// history is recorded. The codes are on the weight's device. `as`: the dtype it is quantized in
+// (the scales' and the arithmetic's; by default the weight's own), the same bits as
+// quantize(w.to(as)) without converting the whole weight at once: the temporaries are a few MiB
+// whatever the weight's size.
+Nf4Weight quantize(const at::Tensor& w, const std::string& name,
+                   std::optional<at::ScalarType> as = std::nullopt);
 
 // The weight as torchao's get_original_weight().to(dtype) returns it: computed in w.dtype, then
 // cast to `dtype`. Shape w.shape, on the codes' device.
