@@ -33,6 +33,27 @@ std::vector<std::string> split_settings(const std::string& settings) {
 
 std::string gib(int64_t bytes) { return fmt::format("{:.2f}", static_cast<double>(bytes) / (1LL << 30)); }
 
+// A profile's counts and traced activations, ahead of the table.
+void print_profile(const memory::ModelProfile& p, const Config& cfg, const memory::PlanOptions& o) {
+  std::string frozen;
+  if (p.frozen > 0) {
+    frozen = fmt::format(", {:.2f}M frozen ({})", p.frozen / 1e6, memory::format_bytes(p.frozen_bytes));
+  }
+  if (p.nf4_values > 0) {
+    frozen += fmt::format(", of which {:.2f}M in NF4 at {:.4f} bytes each", p.nf4_values / 1e6,
+                          static_cast<double>(p.nf4_bytes) / static_cast<double>(p.nf4_values));
+  }
+  std::cout << fmt::format(
+      "{}: {:.2f}M trained parameters{}; optimizer {}{}; micro-batch {}{}; activations per "
+      "micro-step of {} samples, {}:\n",
+      p.finetune, p.params / 1e6, frozen, cfg.optim.type, o.vary_optimizer ? " (varied)" : " (kept)",
+      cfg.data.micro_batch_size, o.vary_micro_batch ? " (varied)" : " (kept)", p.measured_batch,
+      p.traced ? "traced on the meta device" : "measured");
+  for (const auto& [key, bytes] : p.activations) {
+    std::cout << fmt::format("  {:<34} {}\n", key, memory::format_bytes(bytes));
+  }
+}
+
 }  // namespace
 
 void add_plan(CLI::App& app, Action& run) {
@@ -60,9 +81,9 @@ void add_plan(CLI::App& app, Action& run) {
                 "device (slow for large models)");
   cmd->add_option("--vary", args->vary,
                   "Also vary what the config fixes: optim (the optimizer), micro_batch "
-                  "(x 1/2, 1, 2, 4); comma-separated")
+                  "(x 1/2, 1, 2, 4), finetune (full, LoRA, QLoRA); comma-separated")
       ->delimiter(',')
-      ->check(CLI::IsMember({"optim", "micro_batch"}));
+      ->check(CLI::IsMember({"optim", "micro_batch", "finetune"}));
   cmd->add_option("-o,--output", args->output,
                   "Write the config with the recommended mix here (YAML)");
   cmd->add_flag("--overwrite", args->overwrite, "Replace the -o file if it exists");
@@ -82,6 +103,7 @@ void add_plan(CLI::App& app, Action& run) {
       for (const auto& v : args->vary) {
         o.vary_optimizer |= v == "optim";
         o.vary_micro_batch |= v == "micro_batch";
+        o.vary_finetune |= v == "finetune";
       }
       // Progress on stderr; stdout holds the plan alone. The traces' own narrative (which
       // units each policy wraps) is the trainer's, not the plan's.
@@ -89,34 +111,43 @@ void add_plan(CLI::App& app, Action& run) {
                                   : "plan: tracing one micro-step per activation setting on the "
                                     "meta device\n")
                 << std::flush;
-      log::set_level(log::Level::warn);
-      const auto profile = memory::profile_model(cfg, args->measure);
-      log::set_level(log::Level::info);
-      std::cout << fmt::format(
-          "{:.2f}M parameters; optimizer {}{}; micro-batch {}{}; activations per micro-step of "
-          "{} samples, {}:\n",
-          profile.params / 1e6, cfg.optim.type, o.vary_optimizer ? " (varied)" : " (kept)",
-          cfg.data.micro_batch_size, o.vary_micro_batch ? " (varied)" : " (kept)",
-          profile.measured_batch, profile.traced ? "traced on the meta device" : "measured");
-      for (const auto& [key, bytes] : profile.activations) {
-        std::cout << fmt::format("  {:<34} {}\n", key, memory::format_bytes(bytes));
+      std::vector<memory::PlanRow> rows;
+      for (const memory::FinetuneVariant& v : memory::finetune_variants(cfg, o.vary_finetune)) {
+        log::set_level(log::Level::warn);
+        memory::ModelProfile profile;
+        try {
+          profile = memory::profile_model(v.cfg, args->measure);
+        } catch (const Error& e) {
+          log::set_level(log::Level::info);
+          if (v.settings.empty()) throw;  // the config's own model
+          // A variant this model cannot take (NF4 needs weights of 16384-multiples): said,
+          // and left out.
+          std::cout << fmt::format("{}: not planned ({})\n", v.label, e.what());
+          continue;
+        }
+        log::set_level(log::Level::info);
+        profile.finetune_settings = v.settings;
+        print_profile(profile, v.cfg, o);
+        auto some = memory::plan(v.cfg, profile, o);
+        rows.insert(rows.end(), some.begin(), some.end());
       }
+      memory::rank_rows(rows);
       std::cout << fmt::format("per rank: {} GiB ({} rank{})\n", gib(o.gpu_memory), o.gpus,
                                o.gpus == 1 ? "" : "s");
-      std::cout << "| precision | checkpointing | offload activations | loss chunk (tokens) | "
-                   "sharding | offload optimizer | optimizer | in backward | micro-batch "
-                   "(samples) | peak per rank (GiB) | headroom (GiB) | fits | time / sample "
-                   "(relative, est.) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+      std::cout << "| fine-tune | precision | checkpointing | offload activations | loss chunk "
+                   "(tokens) | sharding | offload optimizer | optimizer | in backward | "
+                   "micro-batch (samples) | peak per rank (GiB) | headroom (GiB) | fits | time / "
+                   "sample (relative, est.) |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+                   "---|---|\n";
       int64_t printed = 0;
-      const auto rows = memory::plan(cfg, profile, o);
       for (const auto& r : rows) {
         if ((!r.fits && !args->all) || printed >= args->top) continue;
         std::cout << fmt::format(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2f} |\n", r.precision,
-            r.checkpointing, r.offload_activations ? "yes" : "no", r.loss_chunk_tokens, r.sharding,
-            r.offload ? "yes" : "no", r.optimizer, r.in_backward ? "yes" : "no", r.micro_batch,
-            gib(r.peak_bytes), gib(o.gpu_memory - r.peak_bytes), r.fits ? "yes" : "no",
-            r.time_per_sample);
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2f} |\n",
+            r.finetune, r.precision, r.checkpointing, r.offload_activations ? "yes" : "no",
+            r.loss_chunk_tokens, r.sharding, r.offload ? "yes" : "no", r.optimizer,
+            r.in_backward ? "yes" : "no", r.micro_batch, gib(r.peak_bytes),
+            gib(o.gpu_memory - r.peak_bytes), r.fits ? "yes" : "no", r.time_per_sample);
         ++printed;
       }
       // Rows come fitting first, fastest first: the first that fits is the recommendation.

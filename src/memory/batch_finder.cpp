@@ -10,6 +10,7 @@
 #include "frugal/engine/engine.h"
 #include "frugal/memory/cpu_tracking.h"
 #include "frugal/memory/stats.h"
+#include "frugal/models/finetune.h"
 #include "frugal/models/registry.h"
 #include "frugal/optim/optimizer.h"
 #include "frugal/util/error.h"
@@ -26,6 +27,7 @@ BatchTrial trial(const Config& cfg, const c10::Device& device, int64_t b, int64_
   try {
     at::manual_seed(cfg.run.seed);
     auto model = make_model(cfg.model);
+    apply_finetuning(*model, cfg.model);  // the run's trainable set: adapters, NF4, frozen
     model->to(device);
     StrategyConfig strategy = cfg.strategy;
     strategy.sharding = ShardingConfig{};  // one process

@@ -10,6 +10,7 @@
 #include "frugal/data/batch.h"
 #include "frugal/data/dataset.h"
 #include "frugal/data/loader.h"
+#include "frugal/models/finetune.h"
 #include "frugal/models/model.h"
 #include "frugal/models/registry.h"
 #include "frugal/strategy/activation_offload.h"
@@ -118,20 +119,30 @@ std::optional<TraceResult> trace_step(const Config& cfg, const TraceSettings& s,
     ModelConfig mc = cfg.model;
     mc.loss_chunk_tokens = s.loss_chunk_tokens;
     std::shared_ptr<Model> model = make_model(mc);
+    apply_finetuning(*model, mc);  // adapters, NF4 weights, frozen parameters: the run's
     const PrecisionSpec spec = precision_spec(s.precision);
     const at::ScalarType dtype = spec.autocast ? spec.dtype : at::kFloat;
     if (dtype != at::kFloat) model->to(dtype);
     TraceResult r;
+    // The gradients' bytes: trained parameters only (frozen ones and NF4 weights get none).
     int64_t param_bytes = 0;
     for (const auto& p : model->parameters()) {
-      param_bytes += static_cast<int64_t>(p.nbytes());
+      if (p.requires_grad()) param_bytes += static_cast<int64_t>(p.nbytes());
     }
-    int64_t weight_copies = 0;
+    // Autocast's low-precision copies of the linear weights. Without checkpointing every one
+    // is saved for backward (the trained ones from autocast's cache, the frozen ones by their
+    // matmul, for the input's gradient); under checkpointing only the cached ones outlive
+    // their matmul, and autocast caches trained leaves alone.
+    int64_t weight_copies = 0, cached_copies = 0;
     if (spec.autocast) {
       for (const auto& item : model->named_modules()) {
-        if (auto* linear = item.value()->as<torch::nn::Linear>()) {
-          weight_copies += linear->weight.numel() * static_cast<int64_t>(c10::elementSize(dtype));
-        }
+        auto* linear = item.value()->as<torch::nn::Linear>();
+        // An NF4 layer has no weight tensor: it dequantizes inside its forward instead.
+        if (linear == nullptr || !linear->weight.defined()) continue;
+        const int64_t bytes =
+            linear->weight.numel() * static_cast<int64_t>(c10::elementSize(dtype));
+        weight_copies += bytes;
+        if (linear->weight.requires_grad()) cached_copies += bytes;
       }
     }
     if (checkpointing_enabled(s.checkpointing)) {
@@ -175,7 +186,7 @@ std::optional<TraceResult> trace_step(const Config& cfg, const TraceSettings& s,
       // ends), on the forward's peak, when no gradient exists yet (measured on SmolLM2-135M,
       // T 256, bf16-mixed + full checkpointing: 109 MiB, where adding them to backward's peak
       // predicted 314 MiB).
-      const int64_t forward_with_copies = forward_peak + weight_copies;
+      const int64_t forward_with_copies = forward_peak + cached_copies;
       if (!checkpointing_enabled(s.checkpointing)) {
         if (keep_grads) {
           r.activation_peak = std::max<int64_t>(0, above_params - param_bytes) + weight_copies;

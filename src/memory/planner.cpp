@@ -14,6 +14,9 @@
 #include "frugal/memory/meta_trace.h"
 #include "frugal/memory/stats.h"
 #include "frugal/models/blocks.h"
+#include "frugal/models/finetune.h"
+#include "frugal/models/lora.h"
+#include "frugal/models/quantized_base.h"
 #include "frugal/models/registry.h"
 #include "frugal/optim/optimizer.h"
 #include "frugal/strategy/checkpointing.h"
@@ -39,6 +42,14 @@ double state_bytes(const std::string& optimizer, const ModelProfile& p) {
 
 bool has_chunked_loss(const ModelConfig& m) { return m.type == "gpt" || m.type == "llama"; }
 
+// What a config's fine-tuning keys make of the model, as the label of its rows.
+std::string finetune_label(const ModelConfig& m) {
+  if (m.quantize_base.type != "none") return "qlora";
+  if (m.lora.rank > 0) return "lora";
+  if (!m.freeze.empty()) return "partial";
+  return "full";
+}
+
 std::vector<ActivationKey> keys_for(bool has_blocks, bool chunks) {
   std::vector<ActivationKey> keys;
   for (const std::string precision : {"fp32", "bf16-mixed"}) {
@@ -62,6 +73,7 @@ int64_t measure_activations(const Config& cfg, const ActivationKey& key, int64_t
   ModelConfig mc = cfg.model;
   mc.loss_chunk_tokens = key.chunked_loss ? loss_chunk : 0;
   auto model = make_model(mc);
+  apply_finetuning(*model, mc);
   model->to(device);
   StrategyConfig sc;
   sc.precision = key.precision;
@@ -106,8 +118,9 @@ std::string ActivationKey::str() const {
 }
 
 std::string PlanRow::settings() const {
-  std::string s = fmt::format("strategy.precision={} strategy.checkpointing={} data.micro_batch_size={}",
-                              precision, checkpointing, micro_batch);
+  std::string s = finetune_settings.empty() ? "" : finetune_settings + " ";
+  s += fmt::format("strategy.precision={} strategy.checkpointing={} data.micro_batch_size={}",
+                   precision, checkpointing, micro_batch);
   if (offload_activations) s += " strategy.offload.activations=true";
   if (loss_chunk_tokens > 0) s += fmt::format(" model.loss_chunk_tokens={}", loss_chunk_tokens);
   if (sharding != "none") s += " strategy.sharding=" + sharding;
@@ -117,9 +130,36 @@ std::string PlanRow::settings() const {
   return s;
 }
 
+std::vector<FinetuneVariant> finetune_variants(const Config& cfg, bool vary) {
+  std::vector<FinetuneVariant> out{{cfg, finetune_label(cfg.model), ""}};
+  if (!vary) return out;
+  // The adapters the LoRA and QLoRA variants use: the config's, else PEFT's usual rank 8.
+  LoraConfig lora = cfg.model.lora;
+  if (lora.rank == 0) lora = LoraConfig{8, 16.0, 0.0, {}, false};
+  const std::string lora_settings =
+      fmt::format("model.lora.rank={} model.lora.alpha={}", lora.rank, lora.alpha);
+  auto variant = [&](const std::string& label) {
+    Config c = cfg;
+    c.model.freeze.clear();
+    c.model.lora = label == "full" ? LoraConfig{} : lora;
+    c.model.quantize_base.type = label == "qlora" ? "nf4" : "none";
+    if (label != "qlora") c.model.quantize_base.modules.clear();
+    const std::string settings =
+        label == "full" ? "model.lora.rank=0 model.quantize_base=none model.freeze=[]"
+        : label == "lora" ? lora_settings + " model.quantize_base=none model.freeze=[]"
+                          : lora_settings + " model.quantize_base=nf4 model.freeze=[]";
+    return FinetuneVariant{c, label, settings};
+  };
+  for (const std::string label : {"full", "lora", "qlora"}) {
+    if (label != out.front().label) out.push_back(variant(label));
+  }
+  return out;
+}
+
 ModelProfile model_shape(const Config& cfg) {
   const c10::Device device = resolve_device(cfg.run.device);
   ModelProfile p;
+  p.finetune = finetune_label(cfg.model);
   p.host_is_device = device.is_cpu();
   p.measured_batch = cfg.data.micro_batch_size;
   p.loss_chunk_tokens = !has_chunked_loss(cfg.model) ? 0
@@ -127,19 +167,40 @@ ModelProfile model_shape(const Config& cfg) {
                                                           : kDefaultLossChunk;
   {
     // The parameters' shapes, from the model built on the meta device: no memory, no
-    // initialisation, whatever its size.
+    // initialisation, whatever its size. Its adapters, NF4 weights and frozen parameters are
+    // the run's (apply_finetuning runs on meta tensors as on real ones).
     OnMetaDevice on_meta;
     auto model = make_model(cfg.model);
-    const auto params = model->parameters();
-    for (const auto& t : params) p.params += t.numel();
-    p.adafactor_state_bytes = adafactor_bytes(params);
+    apply_finetuning(*model, cfg.model);
+    std::vector<at::Tensor> trained;
+    for (const auto& t : model->parameters()) {
+      if (t.requires_grad()) {
+        trained.push_back(t);
+        p.params += t.numel();
+      } else {
+        p.frozen += t.numel();
+        p.frozen_bytes += 4 * t.numel();  // kept in fp32, as every parameter
+      }
+    }
+    for (const auto& [name, layer] : linear_layers(*model)) {
+      if (const nf4::Nf4Weight* q = nf4_weight_of(*layer)) {
+        const auto shape = linear_weight_shape(*layer);
+        p.nf4_values += shape.at(0) * shape.at(1);
+        p.nf4_bytes += q->bytes();
+      }
+    }
+    p.frozen += p.nf4_values;
+    p.frozen_bytes += p.nf4_bytes;
+    p.adafactor_state_bytes = adafactor_bytes(trained);
     // optim.beta1 adds a full fp32 first moment.
     if (cfg.optim.beta1 > 0) p.adafactor_state_bytes += 4 * p.params;
     int64_t in_blocks = 0;
     if (!model->block_lists().empty()) {
       for (const Block& b : list_blocks(*model, model->block_lists(), "plan")) {
         int64_t n = 0;
-        for (const auto& t : b.module->parameters()) n += t.numel();
+        for (const auto& t : b.module->parameters()) {
+          if (t.requires_grad()) n += t.numel();
+        }
         p.largest_block = std::max(p.largest_block, n);
         in_blocks += n;
         p.has_blocks = true;
@@ -175,7 +236,7 @@ ModelProfile profile_model(const Config& cfg, bool measure) {
   }
   if (!p.traced) {
     if (!measure) {
-      log::info(fmt::format("plan: the meta-device trace cannot run this model ({}); measuring "
+      log::warn(fmt::format("plan: the meta-device trace cannot run this model ({}); measuring "
                             "real micro-steps instead", p.why_measured));
     }
     if (device.is_cpu()) install_cpu_tracking();
@@ -193,6 +254,8 @@ int64_t predict_peak(const ModelProfile& p, const PlanRow& r, int world) {
   const double psi = static_cast<double>(p.params);
   const double unit = static_cast<double>(std::max(p.largest_block, p.root));
   double params = 4 * psi, grads = 4 * psi;
+  // Frozen weights (fp32 parameters, NF4 codes): no gradient, no state, never sharded.
+  const double frozen = static_cast<double>(p.frozen_bytes);
   double state = state_bytes(r.optimizer, p);
   const ShardingTraits sharding = sharding_traits(r.sharding);
   if (sharding.shards_optimizer_state) state /= n;
@@ -222,7 +285,7 @@ int64_t predict_peak(const ModelProfile& p, const PlanRow& r, int world) {
                          : static_cast<double>(it->second) * r.micro_batch / p.measured_batch;
   // Stepped in backward: the gradients in flight are in the activations' own peak.
   if (r.in_backward && !sharding.shards_gradients) grads = 0;
-  double peak = params + grads + state + act;
+  double peak = params + frozen + grads + state + act;
   if (p.host_is_device) peak += offloaded;  // CPU runs: the host is the device
   return static_cast<int64_t>(peak);
 }
@@ -262,7 +325,8 @@ std::vector<PlanRow> plan(const Config& cfg, const ModelProfile& profile, const 
                 for (bool ib : in_backward) {
                   if (ib && offload) continue;  // offload already steps during backward
                   for (int64_t b : batches) {
-                    PlanRow r{precision, ckpt, offload_act, chunk, sharding, offload, optimizer, ib, b};
+                    PlanRow r{profile.finetune, profile.finetune_settings, precision, ckpt,
+                              offload_act, chunk, sharding, offload, optimizer, ib, b};
                     r.peak_bytes = predict_peak(profile, r, o.gpus);
                     r.fits = r.peak_bytes <= o.gpu_memory;
                     // Relative time per sample: an estimate for ranking, not a measurement.
@@ -284,6 +348,10 @@ std::vector<PlanRow> plan(const Config& cfg, const ModelProfile& profile, const 
                     }
                     if (offload) t *= 1.3;
                     if (optimizer == "adamw8bit" || optimizer == "adafactor") t *= 1.01;
+                    // Frozen weights skip their gradients' matmuls (a third of the step);
+                    // NF4 dequantizes each weight in forward and again in backward.
+                    if (profile.finetune == "lora") t *= 0.75;
+                    if (profile.finetune == "qlora") t *= 0.85;
                     t *= 1.0 + 4.0 / static_cast<double>(b);
                     r.time_per_sample = t;
                     rows.push_back(r);
@@ -296,12 +364,16 @@ std::vector<PlanRow> plan(const Config& cfg, const ModelProfile& profile, const 
       }
     }
   }
+  rank_rows(rows);
+  return rows;
+}
+
+void rank_rows(std::vector<PlanRow>& rows) {
   std::stable_sort(rows.begin(), rows.end(), [](const PlanRow& a, const PlanRow& b) {
     if (a.fits != b.fits) return a.fits;
     if (a.time_per_sample != b.time_per_sample) return a.time_per_sample < b.time_per_sample;
     return a.peak_bytes < b.peak_bytes;
   });
-  return rows;
 }
 
 }  // namespace frugal::memory

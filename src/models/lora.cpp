@@ -68,7 +68,10 @@ at::Tensor lora_delta(const torch::nn::LinearImpl& layer, const at::Tensor& x) {
   ++down->calls;
   at::Tensor in = down->dropout > 0.0 ? at::dropout(x, down->dropout, down->is_training()) : x;
   // Under autocast the products run in its dtype; without it, in the adapter's (fp32) dtype.
-  if (!at::autocast::is_autocast_enabled(x.device().type())) in = in.to(down->weight.scalar_type());
+  // (The meta device has no autocast: the planner's trace casts the model instead.)
+  if (x.is_meta() || !at::autocast::is_autocast_enabled(x.device().type())) {
+    in = in.to(down->weight.scalar_type());
+  }
   return at::linear(at::linear(in, down->weight), up->weight) * down->scale;
 }
 

@@ -38,7 +38,12 @@ const at::Tensor& nf4_table(int which, at::ScalarType dtype, const c10::Device& 
   static std::map<std::tuple<int, int, std::string>, at::Tensor> cache;
   std::lock_guard<std::mutex> lock(mutex);
   at::Tensor& t = cache[{which, static_cast<int>(dtype), device.str()}];
-  if (!t.defined()) {
+  if (!t.defined() && device.is_meta()) {
+    // A model built on the meta device (the planner's, a folder load's first step): shapes
+    // only, and no real tensor can be made while its factories land on meta.
+    t = at::empty(which == 0 ? std::vector<int64_t>{16} : std::vector<int64_t>{256, 2},
+                  at::TensorOptions().dtype(dtype).device(device));
+  } else if (!t.defined()) {
     // torch.tensor(list of Python floats, dtype=...): each double converted to the dtype.
     const at::Tensor levels =
         at::tensor(at::ArrayRef<double>(kLevels, 16), at::TensorOptions().dtype(at::kDouble))
@@ -93,7 +98,9 @@ void nf4_check_consistent(const Nf4Weight& w) {
 // The compute dtype of linear(): what at::linear's autocast would cast x to, else x's dtype.
 at::ScalarType nf4_compute_dtype(const at::Tensor& x) {
   const c10::DeviceType device = x.device().type();
-  if (at::autocast::is_autocast_enabled(device) && at::autocast::is_eligible(x, device)) {
+  // The meta device has no autocast (the planner's trace casts the model instead).
+  if (device != c10::DeviceType::Meta && at::autocast::is_autocast_enabled(device) &&
+      at::autocast::is_eligible(x, device)) {
     return at::autocast::get_autocast_dtype(device);
   }
   return x.scalar_type();
@@ -117,7 +124,8 @@ struct Nf4LinearFunction : public torch::autograd::Function<Nf4LinearFunction> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
                             const std::optional<at::Tensor>& bias, const Nf4Weight& w) {
     const at::ScalarType compute = nf4_compute_dtype(x);
-    const bool under_autocast = at::autocast::is_autocast_enabled(x.device().type());
+    const bool under_autocast =
+        !x.is_meta() && at::autocast::is_autocast_enabled(x.device().type());
     std::optional<at::Tensor> b;
     if (bias.has_value() && bias->defined()) {
       b = under_autocast && at::autocast::is_eligible(*bias, bias->device().type())
@@ -192,6 +200,18 @@ Nf4Weight quantize(const at::Tensor& w, const std::string& name,
   const int64_t numel = w.numel();
   const int64_t n_blocks = numel / kBlock;
   const int64_t n_scaler_blocks = n_blocks / kScalerBlock;
+  if (w.is_meta()) {
+    // The planner's model on the meta device: the tensors' shapes and dtypes, nothing computed
+    // (several of the ops below have no meta kernel in C++).
+    Nf4Weight out;
+    out.codes = at::empty({numel / 2}, w.options().dtype(at::kByte));
+    out.scaler_codes = at::empty({n_blocks}, w.options().dtype(at::kChar));
+    out.scaler_factors = at::empty({n_scaler_blocks}, w.options().dtype(dtype));
+    out.scaler_mean = at::empty({}, w.options().dtype(dtype));
+    out.shape = w.sizes().vec();
+    out.dtype = dtype;
+    return out;
+  }
   const at::Tensor flat = w.detach().reshape({-1});  // row-major, as torchao's flatten()
   // Chunk by chunk, each converted to the dtype as it is read: every step is per value or per
   // block, so the result is the whole tensor's, and the temporaries stay a chunk's whatever the

@@ -14,6 +14,9 @@
 #include "frugal/memory/batch_finder.h"
 #include "frugal/memory/cpu_tracking.h"
 #include "frugal/memory/planner.h"
+#include "frugal/models/finetune.h"
+#include "frugal/models/lora.h"
+#include "frugal/models/registry.h"
 #include "support/cli.h"
 
 using namespace frugal;
@@ -149,7 +152,7 @@ TEST_CASE("frugal plan keeps the user's optimizer and micro-batch, recommends on
   int rows = 0;
   std::istringstream lines(r.out);
   for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("| fp32 ", 0) != 0 && line.rfind("| bf16-mixed ", 0) != 0) continue;
+    if (line.rfind("| full | fp32 ", 0) != 0 && line.rfind("| full | bf16-mixed ", 0) != 0) continue;
     ++rows;
     CHECK_THAT(line, Catch::Contains(" | sgd | ") && Catch::Contains(" | 3 | "));
   }
@@ -167,6 +170,17 @@ TEST_CASE("frugal plan keeps the user's optimizer and micro-batch, recommends on
                                        " --gpu-memory 64MiB --all --top 1000 --vary optim,micro_batch");
   REQUIRE(v.exit_code == 0);
   CHECK_THAT(v.out, Catch::Contains(" | adamw8bit | ") && Catch::Contains(" | 6 | "));
+  // --vary finetune: LoRA rows beside the full ones (gpt's default target, attn.qkv), and
+  // QLoRA said and left out: this model's 96x32 qkv is no multiple of NF4's 16384 values.
+  test::CommandResult f = test::frugal("plan " + test::quote(cfg.string()) +
+                                       " --gpu-memory 64MiB --all --top 1000 --vary finetune");
+  INFO(f.out << f.err);
+  REQUIRE(f.exit_code == 0);
+  CHECK_THAT(f.out, Catch::Contains("| fine-tune | precision |") &&
+                        Catch::Contains("\n| full | fp32 |") &&
+                        Catch::Contains("\n| lora | fp32 |") &&
+                        Catch::Contains("lora: 0.00M trained parameters, 0.03M frozen") &&
+                        Catch::Contains("qlora: not planned (model.lora.targets: layer"));
   test::CommandResult again = test::frugal("plan " + test::quote(cfg.string()) + " -o " +
                                            test::quote(out.string()));
   CHECK(again.exit_code == 2);
@@ -192,4 +206,102 @@ TEST_CASE("frugal plan: bf16-mixed + full checkpointing needs less than fp32 + f
   CHECK(bf16_full < fp32_full);
   // And checkpointing still saves against none under bf16.
   CHECK(p.activations.at("bf16-mixed/full") < p.activations.at("bf16-mixed/none"));
+}
+
+TEST_CASE("frugal plan predicts full, LoRA and QLoRA peaks of a Llama within 15% (fp32)",
+          "[integration][memory][plan][lora]") {
+  // A Llama whose projections NF4 can hold (multiples of 16384 values), all-linear adapters;
+  // the config's own LoRA, then the full and QLoRA variants --vary finetune plans.
+  memory::install_cpu_tracking();
+  const Config cfg = load_config_string(
+      "model: {type: llama, n_layer: 2, n_head: 4, n_kv_head: 4, n_embd: 128, "
+      "intermediate_size: 256, vocab_size: 512, block_size: 256, tie_embeddings: false, "
+      "lora: {rank: 8, alpha: 16, targets: [all-linear]}}\n"
+      "data: {type: synthetic, micro_batch_size: 4, synthetic_samples: 64, num_workers: 0}\n"
+      "run: {device: cpu}\n",
+      "lora-plan.yaml");
+  const auto variants = memory::finetune_variants(cfg, /*vary=*/true);
+  REQUIRE(variants.size() == 3);
+  CHECK(variants[0].label == "lora");
+  CHECK(variants[0].settings.empty());
+  CHECK(variants[1].label == "full");
+  CHECK(variants[2].label == "qlora");
+  memory::PlanOptions o;
+  for (const auto& v : variants) {
+    SECTION(v.label) {
+      const memory::ModelProfile profile = memory::profile_model(v.cfg);
+      REQUIRE(profile.traced);
+      // The counts, against the real model with the same fine-tuning (gone before the
+      // measured runs: their peaks are the process's).
+      const ParameterCounts counts = [&] {
+        auto model = make_model(v.cfg.model);
+        apply_finetuning(*model, v.cfg.model);
+        return count_parameters(*model);
+      }();
+      CHECK(profile.params == counts.trainable);
+      CHECK(profile.finetune == v.label);
+      if (v.label == "qlora") {
+        // Every block linear in NF4: 2 x (4 x 128 x 128 + 3 x 256 x 128) values, at half a
+        // byte each plus an int8 scale per 64 and an fp32 factor per 16384, and one mean.
+        CHECK(profile.nf4_values == 2 * (4 * 128 * 128 + 3 * 256 * 128));
+        CHECK(static_cast<double>(profile.nf4_bytes) / profile.nf4_values ==
+              Approx(0.5 + 1.0 / 64 + 4.0 / 16384).epsilon(0.001));
+        CHECK(profile.frozen == counts.frozen + profile.nf4_values);
+      } else {
+        CHECK(profile.nf4_values == 0);
+        CHECK(profile.frozen == counts.frozen);
+        CHECK(profile.frozen_bytes == 4 * counts.frozen);
+      }
+      double worst = 0;
+      int checked = 0;
+      for (const auto& row : memory::plan(v.cfg, profile, o)) {
+        if (row.optimizer != "adamw" || row.offload || row.in_backward) continue;
+        CHECK(row.finetune == v.label);
+        Config c = v.cfg;
+        c.strategy.precision = row.precision;
+        c.strategy.checkpointing.policy = row.checkpointing;
+        c.strategy.offload.activations = row.offload_activations;
+        c.model.loss_chunk_tokens = row.loss_chunk_tokens;
+        const memory::BatchTrial t = memory::try_micro_batch(c, row.micro_batch, 2);
+        REQUIRE(t.fits);
+        const double err =
+            std::abs(static_cast<double>(row.peak_bytes - t.peak_bytes)) / t.peak_bytes;
+        INFO(row.settings() << ": predicted " << row.peak_bytes << ", measured " << t.peak_bytes);
+        // bf16-mixed: the trace casts the whole model, where autocast casts each linear's
+        // input (and LoRA's, again): a checkpointed Llama unit's recompute holds those copies,
+        // which the trace does not see (up to 19% under on this model, measured 2026-12-04).
+        CHECK(err <= (row.precision == "fp32" ? 0.15 : 0.25));
+        worst = std::max(worst, err);
+        ++checked;
+      }
+      CHECK(checked == 12);  // 2 precisions x (none, full, full + offload) x 2 losses
+      WARN(v.label << ": worst prediction error " << worst << " over " << checked << " rows");
+    }
+  }
+}
+
+TEST_CASE("frugal plan: Llama-3.1-8B QLoRA (rank 8, T 2048, B 2, bf16, full) fits one 24 GiB GPU",
+          "[integration][memory][plan][lora]") {
+  const Config cfg = load_config_string(
+      "model: {type: llama, size: llama-3.1-8b, block_size: 2048, lora: {rank: 8, alpha: 16}, "
+      "quantize_base: {type: nf4, modules: [all-linear]}}\n"
+      "data: {type: synthetic, micro_batch_size: 2, synthetic_samples: 8}\n"
+      "strategy: {precision: bf16-mixed, checkpointing: full}\n"
+      "run: {device: cpu}\n",
+      "qlora-8b.yaml");
+  const memory::ModelProfile p = memory::profile_model(cfg);
+  REQUIRE(p.traced);
+  CHECK(p.params == 32 * 8 * (4096 + 4096) + 32 * 8 * (4096 + 1024));  // rank 8 on q_proj, v_proj
+  CHECK(p.nf4_values == 32LL * (2 * 4096 * 4096 + 2 * 1024 * 4096 + 3 * 14336 * 4096));
+  memory::PlanRow row;
+  row.finetune = "qlora";
+  row.precision = "bf16-mixed";
+  row.checkpointing = "full";
+  row.micro_batch = 2;
+  const int64_t peak = memory::predict_peak(p, row, 1);
+  WARN("Llama-3.1-8B QLoRA, T 2048, B 2, bf16-mixed + full: predicted "
+       << static_cast<double>(peak) / (1LL << 30) << " GiB");
+  CHECK(peak < (int64_t{24} << 30));
+  // NF4 holds the block linears at ~0.52 B a value: the base is far under its fp32 30 GB.
+  CHECK(p.frozen_bytes < (int64_t{9} << 30));
 }

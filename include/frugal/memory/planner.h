@@ -3,6 +3,8 @@
 // sharding x optimizer offload x optimizer x optimizer-in-backward x micro-batch), and those
 // that fit ranked by an estimate of time per sample.
 //
+// Fine-tuning: gradients, optimizer state and offloaded masters are the trained parameters'
+// alone; the frozen ones (fp32, or NF4 at ~0.52 B each) add their bytes, whole on each rank.
 // Peak = parameters + gradients (whole, sharded, or only a block's in flight with
 // optim.in_backward) + optimizer state (per optimizer: AdamW 8 B/parameter, 8-bit AdamW ~2,
 // Adafactor rows + columns, SGD 0 or 4; divided by N as the sharding mode's traits say,
@@ -33,7 +35,16 @@ struct ActivationKey {
 };
 
 struct ModelProfile {
+  // What trains (model.lora, model.quantize_base, model.freeze applied on the meta model):
+  // full | lora | qlora | partial, and the --set settings that select it from the config
+  // ("" for the config's own; finetune_variants).
+  std::string finetune = "full";
+  std::string finetune_settings;
   int64_t params = 0;          // trained parameters
+  int64_t frozen = 0;          // frozen values: parameters that never train, and NF4 weights
+  int64_t frozen_bytes = 0;    // what they hold: 4 B each as fp32 parameters, NF4's bytes
+  int64_t nf4_values = 0;      // of which quantized to NF4 (model.quantize_base)...
+  int64_t nf4_bytes = 0;       // ...in these bytes (codes, scales and their scales)
   int64_t largest_block = 0;   // parameters of the largest block
   int64_t root = 0;            // parameters outside the blocks
   bool has_blocks = false;     // the model names block lists (checkpointing applies)
@@ -51,6 +62,8 @@ struct ModelProfile {
 };
 
 struct PlanRow {
+  std::string finetune = "full";   // the profile's (ModelProfile::finetune)
+  std::string finetune_settings;   // the profile's --set settings, ahead of the row's own
   std::string precision = "fp32";
   std::string checkpointing = "none";
   bool offload_activations = false;
@@ -74,11 +87,23 @@ struct PlanOptions {
   // ask to vary them too: a plan changes how a run fits, not what it trains.
   bool vary_optimizer = false;
   bool vary_micro_batch = false;
+  bool vary_finetune = false;  // also full fine-tuning, LoRA and QLoRA (finetune_variants)
   std::vector<int64_t> micro_batches;  // with vary_micro_batch; empty: the config's x 1/2, 1, 2, 4
 };
 
-// The parameters' counts (whole, largest block, root, Adafactor's state), from the model built
-// on the meta device; no activations yet.
+// The configs a plan profiles: the config itself and, with vary_finetune, the same model fully
+// fine-tuned, with LoRA (the config's adapters, else rank 8 on the type's default targets) and
+// with QLoRA (those adapters on an NF4 base), each with the profile label and settings that
+// select it.
+struct FinetuneVariant {
+  Config cfg;
+  std::string label;
+  std::string settings;
+};
+std::vector<FinetuneVariant> finetune_variants(const Config& cfg, bool vary);
+
+// The parameters' counts (trained, frozen, NF4, largest block, root, Adafactor's state), from
+// the model built on the meta device with its fine-tuning applied; no activations yet.
 ModelProfile model_shape(const Config& cfg);
 // Traces (or, where the trace cannot run, measures) one micro-step per activation key at the
 // config's micro-batch, for the config's device. measure = true always measures.
@@ -86,5 +111,8 @@ ModelProfile profile_model(const Config& cfg, bool measure = false);
 int64_t predict_peak(const ModelProfile& profile, const PlanRow& row, int world);
 // Every combination, predicted; fitting rows first, by time_per_sample.
 std::vector<PlanRow> plan(const Config& cfg, const ModelProfile& profile, const PlanOptions& o);
+// Fitting rows first, fastest first, then the smaller peak: plan's order, for rows merged from
+// several profiles.
+void rank_rows(std::vector<PlanRow>& rows);
 
 }  // namespace frugal::memory
