@@ -126,6 +126,8 @@ void add_export(CLI::App& app, Action& run) {
         // The tokenizer files come along from the folder the run started from.
         const fs::path tokenizer_dir =
             fs::is_directory(model.init_from) ? fs::path(model.init_from) : fs::path();
+        // And its bos/eos ids, so that transformers' generate stops where this model does.
+        const hf::TokenIds ids = hf::special_token_ids(tokenizer_dir, cfg.data.eot_token);
         if (finetuning(model)) {
           // The checkpoint holds what trained (adapters, unfrozen parameters): the model is
           // rebuilt on its base and written whole, each adapter merged into its layer.
@@ -133,10 +135,12 @@ void add_export(CLI::App& app, Action& run) {
           const NamedTensors merged = merged_model_weights(*rebuilt);
           written = merged.size();
           hf::write_folder(fresh, model, merged,
-                           static_cast<int64_t>(args->max_shard_mb * 1024 * 1024), tokenizer_dir);
+                           static_cast<int64_t>(args->max_shard_mb * 1024 * 1024), tokenizer_dir,
+                           ids);
         } else {
           hf::write_folder(fresh, model, tensors,
-                           static_cast<int64_t>(args->max_shard_mb * 1024 * 1024), tokenizer_dir);
+                           static_cast<int64_t>(args->max_shard_mb * 1024 * 1024), tokenizer_dir,
+                           ids);
         }
         replace_folder(fresh, out);
       } else if (args->format == "peft") {

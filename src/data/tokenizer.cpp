@@ -491,4 +491,30 @@ std::shared_ptr<Tokenizer> Tokenizer::load(const fs::path& path) {
   return load_tokenizer_json(file);
 }
 
+int64_t end_of_text_token(const Tokenizer& tokenizer, const std::filesystem::path& dir) {
+  // tokenizer_config.json's eos_token (a string, or {"content": ...}), else the one the
+  // tokenizer file declares (a SentencePiece model's eos piece), else a common name.
+  const auto config = dir / "tokenizer_config.json";
+  if (std::filesystem::exists(config)) {
+    const auto doc = json_input::parse_file(config, json_input::kTokenizerConfigMaxBytes);
+    const json_input::Node j(doc, config.string());
+    j.object();
+    if (auto e = j.find("eos_token")) {
+      const std::string content = e->value().is_object() ? e->at("content").string() : e->string();
+      if (auto id = tokenizer.token_id(content)) return *id;
+      e->fail(fmt::format("'{}' is not a token of the tokenizer", content));
+    }
+  }
+  if (auto id = tokenizer.end_of_text_id()) return *id;
+  for (const char* name : {"<|endoftext|>", "<|end_of_text|>", "</s>"}) {
+    if (auto id = tokenizer.token_id(name)) return *id;
+  }
+  // Documents run together without one: refuse rather than write such a shard.
+  throw Error(
+      fmt::format("the tokenizer in '{}' has no end-of-text token (no "
+                  "eos_token in tokenizer_config.json, no eos piece in the SentencePiece "
+                  "model, none of <|endoftext|>, <|end_of_text|>, </s>)",
+                  dir.string()));
+}
+
 }  // namespace frugal

@@ -175,12 +175,16 @@ io::NamedTensors to_transformers(const ModelConfig& model, const io::NamedTensor
 }
 
 void write_folder(const fs::path& out, const ModelConfig& model, const io::NamedTensors& tensors,
-                  int64_t max_shard_bytes, const fs::path& tokenizer_dir) {
+                  int64_t max_shard_bytes, const fs::path& tokenizer_dir, const TokenIds& ids) {
   if (fs::exists(out)) {
     throw Error(fmt::format("export: '{}' already exists (pass --overwrite to replace it)",
                             out.string()));
   }
-  const std::string config = model_config_json(model);
+  json config_doc = json::parse(model_config_json(model));
+  json generation = {{"_from_model_config", true}};
+  if (!ids.bos.empty()) config_doc["bos_token_id"] = generation["bos_token_id"] = json::parse(ids.bos);
+  if (!ids.eos.empty()) config_doc["eos_token_id"] = generation["eos_token_id"] = json::parse(ids.eos);
+  const std::string config = config_doc.dump(2);
   const io::NamedTensors named = to_transformers(model, tensors);
   // Shards of at most max_shard_bytes, in the tensors' order (a tensor larger than that is a
   // shard of its own).
@@ -225,6 +229,10 @@ void write_folder(const fs::path& out, const ModelConfig& model, const io::Named
                                   ec.message()));
         }
       }
+    }
+    // transformers' generate reads its stopping ids from here first.
+    if (!ids.eos.empty() && !fs::exists(tmp / "generation_config.json")) {
+      io::write_file_atomic(tmp / "generation_config.json", generation.dump(2));
     }
   });
 }

@@ -55,6 +55,15 @@ TEST_CASE("a transformers llama folder is fine-tuned and exported back to transf
   REQUIRE(made.exit_code == 0);
   const fs::path hf_in = dir / "hf";
   test::write_text(hf_in / "tokenizer_config.json", "{\"model_max_length\": 64}\n");
+  {
+    // Special ids the export must keep (a list, as Llama 3.1's eos is), so that transformers'
+    // generate stops where this model does.
+    auto config = nlohmann::json::parse(test::read_text(hf_in / "config.json"));
+    config["bos_token_id"] = 3;
+    config["eos_token_id"] = {5, 7};
+    test::write_text(hf_in / "config.json", config.dump(2));
+    fs::remove(hf_in / "generation_config.json");  // the export writes one from config.json's ids
+  }
   test::write_text(dir / "ft.yaml",
                    "run: {dir: '" + dir.path().string() + "', name: ft}\n"
                    "model: {init_from: '" + hf_in.string() + "'}\n"
@@ -91,6 +100,15 @@ TEST_CASE("a transformers llama folder is fine-tuned and exported back to transf
   }
   CHECK(fs::exists(hf_out / "tokenizer_config.json"));  // carried over from the input folder
   {
+    const auto config = nlohmann::json::parse(test::read_text(hf_out / "config.json"));
+    CHECK(config.at("bos_token_id") == 3);
+    CHECK(config.at("eos_token_id") == nlohmann::json({5, 7}));
+    // No generation_config.json in the source: one is written with the same ids.
+    const auto generation = nlohmann::json::parse(test::read_text(hf_out / "generation_config.json"));
+    CHECK(generation.at("eos_token_id") == nlohmann::json({5, 7}));
+    CHECK(generation.at("bos_token_id") == 3);
+  }
+  {
     INFO("refused without --overwrite");
     auto again = run_frugal("export " + test::quote((dir / "ft").string()) + " --format hf -o " +
                         test::quote(hf_out.string()));
@@ -104,7 +122,8 @@ TEST_CASE("a transformers llama folder is fine-tuned and exported back to transf
       test::quote(hf_out.string()) + " " + test::quote((dir / "logits.safetensors").string()));
   INFO(check.out << check.err);
   CHECK(check.exit_code == 0);
-  CHECK_THAT(check.out, Catch::Contains("\"architecture\": \"LlamaForCausalLM\""));
+  CHECK_THAT(check.out, Catch::Contains("\"architecture\": \"LlamaForCausalLM\"") &&
+                           Catch::Contains("\"bos_token_id\": 3, \"eos_token_id\": [5, 7]"));
   // And frugal reads its own export back: the same architecture and weights.
   const ModelConfig back = hf::read_model_config(hf_out);
   CHECK(back.n_kv_head == 2);

@@ -3,7 +3,8 @@ compares its logits with frugal's.
 
 Usage: check_hf_export.py FOLDER LOGITS.safetensors
 LOGITS.safetensors holds x (int64, B x T) and logits (frugal's, fp32). Prints one JSON line
-{"architecture", "max_abs_diff", "missing", "unexpected", "shards"}; exits 1 if any weight is
+{"architecture", "max_abs_diff", "missing", "unexpected", "shards", "bos_token_id",
+"eos_token_id"} (the last two as transformers' generate reads them); exits 1 if any weight is
 missing or unexpected, or the logits differ by more than 1e-5.
 """
 import json
@@ -27,7 +28,9 @@ def main(folder, logits_file):
     missing = [k for k in info["missing_keys"]]
     unexpected = [k for k in info["unexpected_keys"]]
     print(json.dumps({"architecture": type(model).__name__, "max_abs_diff": diff,
-                      "missing": missing, "unexpected": unexpected, "shards": shards}))
+                      "missing": missing, "unexpected": unexpected, "shards": shards,
+                      "bos_token_id": model.generation_config.bos_token_id,
+                      "eos_token_id": model.generation_config.eos_token_id}))
     return 0 if diff <= 1e-5 and not missing and not unexpected else 1
 
 

@@ -41,4 +41,9 @@ class Tokenizer {
   virtual std::optional<int64_t> end_of_text_id() const { return std::nullopt; }
 };
 
+// The end-of-text id of the tokenizer in folder `dir`: tokenizer_config.json's eos_token, else
+// the one the tokenizer file declares, else <|endoftext|>, <|end_of_text|> or </s>; a
+// frugal::Error naming the folder when it has none.
+int64_t end_of_text_token(const Tokenizer& tokenizer, const std::filesystem::path& dir);
+
 }  // namespace frugal

@@ -63,12 +63,22 @@ std::unique_ptr<SavedState> weights_state(torch::nn::Module& model, const std::f
 // its Conv1D weights transposed, the tied output left out).
 io::NamedTensors to_transformers(const ModelConfig& model, const io::NamedTensors& tensors);
 
-// Writes a folder transformers' from_pretrained loads: config.json, the weights in
+// bos_token_id and eos_token_id as JSON values (a number, or a list as Llama 3.1's), empty
+// when unknown.
+struct TokenIds {
+  std::string bos, eos;
+};
+// An export's special ids: those of the source folder's config.json (model.init_from), else
+// eos as the end of text of the folder's tokenizer, else data.eot_token (>= 0).
+TokenIds special_token_ids(const std::filesystem::path& source_dir, int64_t eot_token);
+
+// Writes a folder transformers' from_pretrained loads: config.json (with `ids`), the weights in
 // model.safetensors or, past max_shard_bytes, in model-0000k-of-0000n.safetensors with
-// model.safetensors.index.json, and the tokenizer files found in `tokenizer_dir` (if given).
+// model.safetensors.index.json, the tokenizer files found in `tokenizer_dir` (if given), and
+// its generation_config.json, else one with `ids` (when an eos is known).
 // Built in a temporary folder and published with one rename; an existing `out` is refused.
 void write_folder(const std::filesystem::path& out, const ModelConfig& model,
                   const io::NamedTensors& tensors, int64_t max_shard_bytes,
-                  const std::filesystem::path& tokenizer_dir = {});
+                  const std::filesystem::path& tokenizer_dir = {}, const TokenIds& ids = {});
 
 }  // namespace frugal::hf

@@ -1,0 +1,48 @@
+// The special token ids an export keeps, so that transformers' generate stops where the model
+// learned to (without them it stops on a default id, or never).
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "frugal/data/tokenizer.h"
+#include "frugal/hf/folder.h"
+#include "frugal/util/error.h"
+#include "util/json_input.h"
+
+namespace frugal::hf {
+namespace fs = std::filesystem;
+
+TokenIds special_token_ids(const fs::path& source_dir, int64_t eot_token) {
+  TokenIds ids;
+  const fs::path config = source_dir / "config.json";
+  if (!source_dir.empty() && fs::exists(config)) {
+    const auto doc = json_input::parse_file(config, json_input::kConfigMaxBytes);
+    const json_input::Node j(doc, config.string());
+    j.object();
+    // As the source has them: a number, or a list (Llama 3.1 ends on any of three).
+    auto id_value = [&](const char* key) -> std::string {
+      const auto e = j.find(key);
+      if (!e || e->value().is_null()) return "";
+      const nlohmann::json& v = e->value();
+      const bool ok = v.is_number_integer() ||
+                      (v.is_array() && !v.empty() &&
+                       std::all_of(v.begin(), v.end(), [](const auto& x) { return x.is_number_integer(); }));
+      if (!ok) e->fail("expected a token id or a list of token ids");
+      return v.dump();
+    };
+    ids.bos = id_value("bos_token_id");
+    ids.eos = id_value("eos_token_id");
+  }
+  if (ids.eos.empty() && !source_dir.empty() && fs::is_directory(source_dir)) {
+    // No id in config.json: the folder's tokenizer's end of text, if it has a tokenizer.
+    const bool has_tokenizer = fs::exists(source_dir / "tokenizer.json") ||
+                               fs::exists(source_dir / "tokenizer.model");
+    if (has_tokenizer) {
+      ids.eos = std::to_string(end_of_text_token(*Tokenizer::load(source_dir), source_dir));
+    }
+  }
+  if (ids.eos.empty() && eot_token >= 0) ids.eos = std::to_string(eot_token);  // data.eot_token
+  return ids;
+}
+
+}  // namespace frugal::hf
