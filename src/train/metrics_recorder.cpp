@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "frugal/config/load.h"
@@ -213,13 +215,17 @@ void MetricsRecorder::record(const StepStats& st) {
   memory::reset_peaks(device_);
 }
 
-void MetricsRecorder::record_eval(int64_t step, double val_loss) {
-  if (metrics_) metrics_->write(json{{"step", step}, {"val_loss", val_loss}}.dump());
+void MetricsRecorder::record_eval(int64_t step, double val_loss, bool final) {
+  const double perplexity = std::exp(val_loss);
+  json row{{"step", step}, {"val_loss", val_loss}, {"val_perplexity", perplexity}};
+  if (final) row["final"] = true;
+  if (metrics_) metrics_->write(row.dump());
   if (tensorboard_) {
     tensorboard_->add_scalar("val_loss", val_loss, step);
+    tensorboard_->add_scalar("val_perplexity", perplexity, step);
     tensorboard_->flush();
   }
-  message(fmt::format("step {}: val loss {:.4f}", step, val_loss));
+  if (!final) message(fmt::format("step {}: val loss {:.4f}, perplexity {:.2f}", step, val_loss, perplexity));
 }
 
 bool MetricsRecorder::histogram_step(int64_t step) const {

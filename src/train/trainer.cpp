@@ -323,8 +323,12 @@ TrainResult Trainer::run() {
   result.last_checkpoint = s.checkpoints->last();
   if (std::isnan(result.val_loss) && cfg.train.eval_batches > 0) {
     result.val_loss = s.evaluator->evaluate();
+    metrics.record_eval(result.steps, result.val_loss, /*final=*/true);
   }
-  if (!std::isnan(result.val_loss)) log::info(fmt::format("final val loss {:.4f}", result.val_loss));
+  if (!std::isnan(result.val_loss)) {
+    log::info(fmt::format("final val loss {:.4f}, perplexity {:.2f}", result.val_loss,
+                          std::exp(result.val_loss)));
+  }
   if (cfg.generate.tokens > 0) {
     FullParameters full(s.engine->sharding());  // a collective: every rank takes part
     if (s.main) result.sample = sample_text(cfg, *s.model, s.device, s.sample_tokenizer.get());

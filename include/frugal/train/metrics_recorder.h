@@ -34,7 +34,9 @@ class MetricsRecorder {
   // The model's FLOPs per token and the tokens of one rank's step, for throughput and MFU.
   void set_model_flops(double flops_per_token, int64_t tokens_per_sample);
   void record(const StepStats& st);
-  void record_eval(int64_t step, double val_loss);
+  // A validation row: val_loss (mean per token) and val_perplexity (its exp); `final` marks
+  // the evaluation after the last step (logged by the trainer, no progress message).
+  void record_eval(int64_t step, double val_loss, bool final = false);
   // train.tensorboard_histograms_every: whether `step` has per-module histograms (the same on
   // every rank: under zero3 every rank joins the gathering of whole parameters for them), and
   // whether its gradients are read, which needs the step in two halves
