@@ -4,6 +4,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint_source.h"
 #include "commands.h"
 #include "frugal/config/load.h"
 #include "frugal/distributed/checkpoint_reader.h"
@@ -31,18 +32,6 @@ struct ExportArgs {
   double max_shard_mb = 5120;  // --format hf
 };
 
-// The run's settings, from the checkpoint's meta.json (the resolved config it trained with).
-Config config_of(const fs::path& dir, const Checkpoint& ckpt, const std::string& format) {
-  const std::string what = (dir / "meta.json").string();
-  const nlohmann::json meta = io::checkpoint_meta(ckpt, dir);
-  if (!meta.is_object() || !meta.contains("config")) {
-    throw Error(what + ": no config (written by an older frugal); --format " + format +
-                " needs the model's settings");
-  }
-  if (!meta["config"].is_string()) throw Error(what + ": config: expected the resolved YAML as a string");
-  return resolved_config(meta["config"].get<std::string>(), what);
-}
-
 // Publishes `fresh` as `out`, replacing the folder there (--overwrite) only once the new one is
 // complete.
 void replace_folder(const fs::path& fresh, const fs::path& out) {
@@ -51,36 +40,6 @@ void replace_folder(const fs::path& fresh, const fs::path& out) {
   fs::remove_all(out, ec);
   if (!ec) fs::rename(fresh, out, ec);
   if (ec) throw Error(fmt::format("export: cannot replace '{}': {}", out.string(), ec.message()));
-}
-
-// A run directory means its newest checkpoint; a checkpoint directory means itself.
-fs::path resolve_checkpoint(const fs::path& source) {
-  if (fs::exists(source / "manifest.json")) return source;
-  if (auto latest = latest_checkpoint(source / "checkpoints")) return *latest;
-  throw Error(fmt::format("export: '{}' is neither a checkpoint nor a run directory with one",
-                          source.string()));
-}
-
-// The checkpoint's whole weights, in the layout's order then what was saved unsharded
-// (buffers, frozen parameters): a sharded checkpoint's parameters put back together by name
-// from the ranks' shards, reading only their bytes (not the optimizer state beside them).
-NamedTensors weights(const fs::path& dir, dist::CheckpointReader& reader) {
-  if (!reader.has_shards()) return reader.model();
-  const std::string what = (dir / "meta.json").string();
-  const nlohmann::json meta = io::checkpoint_meta(reader.checkpoint(), dir);
-  const dist::ShardLayout layout = dist::layout_from_json(meta["sharding"].dump(), what);
-  auto whole = reader.whole("param");
-  NamedTensors out;
-  for (const auto& flat : layout.flats) {
-    for (const auto& name : flat.names) {
-      auto it = whole.find(name);
-      if (it == whole.end()) throw Error(fmt::format("{}: no saved value of '{}'", dir.string(), name));
-      out.emplace_back(name, std::move(it->second));
-    }
-  }
-  const NamedTensors& rest = reader.model();
-  out.insert(out.end(), rest.begin(), rest.end());
-  return out;
 }
 
 }  // namespace
@@ -110,7 +69,7 @@ void add_export(CLI::App& app, Action& run) {
         throw Error(fmt::format("export: '{}' already exists (pass --overwrite to replace it)",
                                 out.string()));
       }
-      const fs::path ckpt_dir = resolve_checkpoint(args->source);
+      const fs::path ckpt_dir = resolve_checkpoint(args->source, "export");
       // Every file checked first, as a resume does: the reader below verifies only the blocks
       // it reads, and a damaged checkpoint is refused whole, naming the file.
       verify_checkpoint(ckpt_dir);
