@@ -25,10 +25,8 @@ nlohmann::json last_json_line(const std::string& out) {
 TEST_CASE("frugal eval of a transformers folder equals transformers on the same windows",
           "[integration][python][hf][eval]") {
   test::TempDir dir("frugal-eval");
-  auto made = test::run_command(
-      test::python() + " " +
-      test::quote((test::source_dir() / "tests/python/llama_reference.py").string()) + " " +
-      test::quote(dir.path().string()) + " llama");
+  auto made =
+      test::python_script("llama_reference.py", test::quote(dir.path().string()) + " llama");
   INFO(made.out << made.err);
   REQUIRE(made.exit_code == 0);
   // 301 random tokens of the folder's 96 as a nanoGPT shard (uint16).
@@ -48,10 +46,7 @@ TEST_CASE("frugal eval of a transformers folder equals transformers on the same 
                           " --device cpu");
     INFO(f.out << f.err);
     REQUIRE(f.exit_code == 0);
-    auto p = test::run_command(
-        test::python() + " " +
-        test::quote((test::source_dir() / "tests/python/window_eval_reference.py").string()) +
-        " " + args);
+    auto p = test::python_script("window_eval_reference.py", args);
     INFO(p.out << p.err);
     REQUIRE(p.exit_code == 0);
     const auto ours = eval_cli_test::last_json_line(f.out), theirs = eval_cli_test::last_json_line(p.out);

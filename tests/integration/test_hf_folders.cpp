@@ -5,7 +5,10 @@
 // with no missing or unexpected weight and whose logits equal frugal's within 1e-5; the same
 // for a GPT, exported as GPT2LMHeadModel.
 #include <ATen/ATen.h>
+
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <set>
 
 #include "frugal/config/load.h"
 #include "frugal/engine/state.h"
@@ -13,10 +16,8 @@
 #include "frugal/io/checkpoint.h"
 #include "frugal/io/safetensors.h"
 #include "frugal/models/registry.h"
+#include "support/cli.h"
 #include "support/helpers.h"
-
-#include <nlohmann/json.hpp>
-#include <set>
 
 using namespace frugal;
 namespace fs = std::filesystem;
@@ -47,10 +48,8 @@ void write_logits(const fs::path& run, const fs::path& file, int64_t vocab) {
 TEST_CASE("a transformers llama folder is fine-tuned and exported back to transformers",
           "[integration][python][llama][hf]") {
   test::TempDir dir("frugal-hf-folders");
-  auto made = test::run_command(
-      test::python() + " " +
-      test::quote((test::source_dir() / "tests/python/llama_reference.py").string()) + " " +
-      test::quote(dir.path().string()) + " llama");
+  auto made =
+      test::python_script("llama_reference.py", test::quote(dir.path().string()) + " llama");
   INFO(made.out << made.err);
   REQUIRE(made.exit_code == 0);
   const fs::path hf_in = dir / "hf";
@@ -116,9 +115,8 @@ TEST_CASE("a transformers llama folder is fine-tuned and exported back to transf
     CHECK_THAT(again.err, Catch::Contains("already exists"));
   }
   write_logits(dir / "ft", dir / "logits.safetensors", 96);
-  auto check = test::run_command(
-      test::python() + " " +
-      test::quote((test::source_dir() / "tests/python/check_hf_export.py").string()) + " " +
+  auto check = test::python_script(
+      "check_hf_export.py",
       test::quote(hf_out.string()) + " " + test::quote((dir / "logits.safetensors").string()));
   INFO(check.out << check.err);
   CHECK(check.exit_code == 0);
@@ -148,10 +146,9 @@ TEST_CASE("a GPT exports as GPT2LMHeadModel with the same logits", "[integration
   REQUIRE(e.exit_code == 0);
   CHECK(fs::exists(dir / "hf" / "model.safetensors"));
   write_logits(dir / "g", dir / "logits.safetensors", 64);
-  auto check = test::run_command(
-      test::python() + " " +
-      test::quote((test::source_dir() / "tests/python/check_hf_export.py").string()) + " " +
-      test::quote((dir / "hf").string()) + " " + test::quote((dir / "logits.safetensors").string()));
+  auto check = test::python_script("check_hf_export.py",
+                                   test::quote((dir / "hf").string()) + " " +
+                                       test::quote((dir / "logits.safetensors").string()));
   INFO(check.out << check.err);
   CHECK(check.exit_code == 0);
   CHECK_THAT(check.out, Catch::Contains("\"architecture\": \"GPT2LMHeadModel\""));
@@ -191,11 +188,9 @@ TEST_CASE("the README's fine-tuning example runs as written", "[integration][pyt
   REQUIRE(exported.exit_code == 0);
   CHECK(fs::exists(dir / "models" / "tiny-llama-ft" / "tokenizer.json"));
   write_logits(dir / "runs" / "llama-finetune", dir / "logits.safetensors", 320);
-  auto check = test::run_command(
-      test::python() + " " +
-      test::quote((test::source_dir() / "tests/python/check_hf_export.py").string()) + " " +
-      test::quote((dir / "models" / "tiny-llama-ft").string()) + " " +
-      test::quote((dir / "logits.safetensors").string()));
+  auto check = test::python_script("check_hf_export.py",
+                                   test::quote((dir / "models" / "tiny-llama-ft").string()) + " " +
+                                       test::quote((dir / "logits.safetensors").string()));
   INFO(check.out << check.err);
   CHECK(check.exit_code == 0);
 
@@ -206,9 +201,9 @@ TEST_CASE("the README's fine-tuning example runs as written", "[integration][pyt
   REQUIRE(from != std::string::npos);
   REQUIRE(to != std::string::npos);
   const std::string sample = trained.out.substr(from + begin.size(), to - from - begin.size());
-  auto greedy = test::run_command(
-      test::python() + " " + test::quote((test::source_dir() / "tests/python/greedy_sample.py").string()) +
-      " " + test::quote((dir / "models" / "tiny-llama-ft").string()) + " 'Why do' 12");
+  auto greedy = test::python_script(
+      "greedy_sample.py",
+      test::quote((dir / "models" / "tiny-llama-ft").string()) + " 'Why do' 12");
   INFO(greedy.err);
   REQUIRE(greedy.exit_code == 0);
   std::cout << "greedy sample: '" << sample << "'\n";

@@ -5,8 +5,8 @@
 // clipping) whose losses stay within 1e-4 of transformers' in a Python loop over the same
 // batches.
 #include <ATen/ATen.h>
-#include <catch2/catch.hpp>
 
+#include <catch2/catch.hpp>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -15,6 +15,7 @@
 #include "frugal/io/safetensors.h"
 #include "frugal/models/registry.h"
 #include "frugal/optim/optimizer.h"
+#include "support/cli.h"
 #include "support/helpers.h"
 
 using namespace frugal;
@@ -24,10 +25,8 @@ TEST_CASE("llama and qwen2 from transformers folders: logits, gradients, fine-tu
   for (const std::string arch : {"llama", "qwen2"}) {
     SECTION(arch) {
       test::TempDir dir("frugal-hf-" + arch);
-      auto r = test::run_command(
-          test::python() + " " +
-          test::quote((test::source_dir() / "tests/python/llama_reference.py").string()) + " " +
-          test::quote(dir.path().string()) + " " + arch);
+      auto r =
+          test::python_script("llama_reference.py", test::quote(dir.path().string()) + " " + arch);
       INFO(r.out << r.err);
       REQUIRE(r.exit_code == 0);
 
