@@ -157,6 +157,7 @@ TEST_CASE("metrics.jsonl's phase times partition each step", "[integration][prof
   REQUIRE(r.exit_code == 0);
   std::istringstream lines(test::read_text(dir / "t" / "metrics.jsonl"));
   int records = 0;
+  double phases_total = 0, steps_total = 0;
   for (std::string line; std::getline(lines, line);) {
     const json j = json::parse(line);
     if (!j.contains("step_time_s")) continue;
@@ -174,11 +175,16 @@ TEST_CASE("metrics.jsonl's phase times partition each step", "[integration][prof
     CHECK(j.at("time_data_wait_s").get<double>() > 0);
     // A single process has no collective to wait for.
     CHECK(j.at("time_comm_wait_s").get<double>() == 0);
-    // The phases cover the step (the rest is the engine's bookkeeping) and never exceed it.
+    // The phases never exceed the step...
     CHECK(in_step <= step * 1.0001 + 1e-5);
-    CHECK(in_step >= 0.8 * step);
+    phases_total += in_step;
+    steps_total += step;
   }
   CHECK(records == 4);
+  // ...and cover it (the rest is the engine's bookkeeping): over all steps, as one step of a
+  // few milliseconds can lose a scheduler slice between two phases on a busy machine (seen in
+  // CI: 6.7 of 8.7 ms).
+  CHECK(phases_total >= 0.8 * steps_total);
 
   // train.phase_timing: false leaves them out.
   auto off = test::frugal(small_run(dir, "off") + " --set train.phase_timing=false", 300);
