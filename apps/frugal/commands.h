@@ -16,6 +16,7 @@ void add_train(CLI::App& app, Action& run);
 void add_config(CLI::App& app, Action& run);
 void add_export(CLI::App& app, Action& run);
 void add_eval(CLI::App& app, Action& run);
+void add_generate(CLI::App& app, Action& run);
 void add_prepare_text(CLI::App& app, Action& run);
 void add_doctor(CLI::App& app, Action& run);
 void add_find_batch(CLI::App& app, Action& run);

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   frugal::cli::add_config(app, run);
   frugal::cli::add_export(app, run);
   frugal::cli::add_eval(app, run);
+  frugal::cli::add_generate(app, run);
   frugal::cli::add_prepare_text(app, run);
   frugal::cli::add_doctor(app, run);
   frugal::cli::add_find_batch(app, run);

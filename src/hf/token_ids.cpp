@@ -12,6 +12,24 @@
 namespace frugal::hf {
 namespace fs = std::filesystem;
 
+namespace {
+
+// Member `key` of a config.json / generation_config.json as the file has it, "" when absent or
+// null: a number, or a list (Llama 3.1 ends on any of three).
+std::string id_value(const json_input::Node& j, const char* key) {
+  const auto e = j.find(key);
+  if (!e || e->value().is_null()) return "";
+  const nlohmann::json& v = e->value();
+  const bool ok = v.is_number_integer() ||
+                  (v.is_array() && !v.empty() && std::all_of(v.begin(), v.end(), [](const auto& x) {
+                     return x.is_number_integer();
+                   }));
+  if (!ok) e->fail("expected a token id or a list of token ids");
+  return v.dump();
+}
+
+}  // namespace
+
 TokenIds special_token_ids(const fs::path& source_dir, int64_t eot_token) {
   TokenIds ids;
   const fs::path config = source_dir / "config.json";
@@ -19,19 +37,8 @@ TokenIds special_token_ids(const fs::path& source_dir, int64_t eot_token) {
     const auto doc = json_input::parse_file(config, json_input::kConfigMaxBytes);
     const json_input::Node j(doc, config.string());
     j.object();
-    // As the source has them: a number, or a list (Llama 3.1 ends on any of three).
-    auto id_value = [&](const char* key) -> std::string {
-      const auto e = j.find(key);
-      if (!e || e->value().is_null()) return "";
-      const nlohmann::json& v = e->value();
-      const bool ok = v.is_number_integer() ||
-                      (v.is_array() && !v.empty() &&
-                       std::all_of(v.begin(), v.end(), [](const auto& x) { return x.is_number_integer(); }));
-      if (!ok) e->fail("expected a token id or a list of token ids");
-      return v.dump();
-    };
-    ids.bos = id_value("bos_token_id");
-    ids.eos = id_value("eos_token_id");
+    ids.bos = id_value(j, "bos_token_id");
+    ids.eos = id_value(j, "eos_token_id");
   }
   if (ids.eos.empty() && !source_dir.empty() && fs::is_directory(source_dir)) {
     // No id in config.json: the folder's tokenizer's end of text, if it has a tokenizer.
@@ -43,6 +50,22 @@ TokenIds special_token_ids(const fs::path& source_dir, int64_t eot_token) {
   }
   if (ids.eos.empty() && eot_token >= 0) ids.eos = std::to_string(eot_token);  // data.eot_token
   return ids;
+}
+
+std::vector<int64_t> stop_token_ids(const fs::path& source_dir, int64_t eot_token) {
+  std::string eos;
+  const fs::path generation = source_dir / "generation_config.json";
+  if (!source_dir.empty() && fs::exists(generation)) {
+    const auto doc = json_input::parse_file(generation, json_input::kConfigMaxBytes);
+    const json_input::Node j(doc, generation.string());
+    j.object();
+    eos = id_value(j, "eos_token_id");
+  }
+  if (eos.empty()) eos = special_token_ids(source_dir, eot_token).eos;
+  if (eos.empty()) return {};
+  const nlohmann::json v = nlohmann::json::parse(eos);
+  if (v.is_array()) return v.get<std::vector<int64_t>>();
+  return {v.get<int64_t>()};
 }
 
 }  // namespace frugal::hf

@@ -3,7 +3,7 @@
 #include <ATen/ATen.h>
 #include <torch/utils.h>
 
-#include <limits>
+#include "frugal/models/decode.h"
 
 namespace frugal {
 
@@ -16,10 +16,7 @@ at::Tensor sample_tokens(Model& model, at::Tensor idx, const SamplingOptions& o,
     const int64_t T = idx.size(1);
     at::Tensor context = o.context > 0 && T > o.context ? idx.slice(1, T - o.context) : idx;
     at::Tensor logits = model.forward(context).select(1, -1).to(at::kFloat) / o.temperature;
-    if (o.top_k > 0 && o.top_k < logits.size(-1)) {
-      at::Tensor kth = std::get<0>(logits.topk(o.top_k, -1)).select(-1, -1).unsqueeze(-1);
-      logits = logits.masked_fill(logits < kth, -std::numeric_limits<double>::infinity());
-    }
+    logits = restrict_logits(logits, o.top_k, 1.0);
     at::Tensor next = at::multinomial(at::softmax(logits, -1), 1, /*replacement=*/false, generator);
     idx = at::cat({idx, next}, 1);
     if (o.stop_token && next.item<int64_t>() == *o.stop_token) break;

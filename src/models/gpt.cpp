@@ -61,6 +61,15 @@ at::Tensor CausalSelfAttention::forward_impl(const at::Tensor& x) {
   return resid_drop->forward(linear(proj, y));
 }
 
+at::Tensor CausalSelfAttention::forward_cached(const at::Tensor& x, KvCache& cache, size_t layer) {
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), D = C / n_head_;
+  const auto parts = linear(qkv, x).split(C, /*dim=*/2);
+  auto heads = [&](const at::Tensor& t) { return t.view({B, T, n_head_, D}).transpose(1, 2); };
+  auto [keys, values] = cache.append(layer, heads(parts[1]), heads(parts[2]));
+  const at::Tensor y = attend_cached(heads(parts[0]), keys, values, cache.length());
+  return linear(proj, y.transpose(1, 2).reshape({B, T, C}));
+}
+
 GptMlp::GptMlp(const GptOptions& o) {
   fc = register_module("fc",
                        torch::nn::Linear(torch::nn::LinearOptions(o.n_embd, 4 * o.n_embd).bias(o.bias)));
@@ -86,6 +95,11 @@ GptBlock::GptBlock(const GptOptions& o) {
 
 at::Tensor GptBlock::forward_impl(const at::Tensor& x) {
   at::Tensor h = x + attn->forward(ln1->forward(x));
+  return h + mlp->forward(ln2->forward(h));
+}
+
+at::Tensor GptBlock::forward_cached(const at::Tensor& x, KvCache& cache, size_t layer) {
+  at::Tensor h = x + attn->forward_cached(ln1->forward(x), cache, layer);
   return h + mlp->forward(ln2->forward(h));
 }
 
@@ -161,6 +175,26 @@ at::Tensor Gpt::generate(at::Tensor idx, int64_t new_tokens, double temperature,
   return sample_tokens(*this, std::move(idx),
                        SamplingOptions{new_tokens, temperature, top_k, options_.block_size, {}},
                        std::move(generator));
+}
+
+KvCache Gpt::make_cache(int64_t batch, int64_t capacity, const at::TensorOptions& options) const {
+  return KvCache(options_.n_layer, batch, options_.n_head, capacity,
+                 options_.n_embd / options_.n_head, options);
+}
+
+at::Tensor Gpt::forward_cached(const at::Tensor& idx, KvCache& cache) {
+  const int64_t T = idx.size(1), past = cache.length();
+  if (past + T > options_.block_size) {
+    throw Error("model: sequence length " + std::to_string(past + T) + " exceeds block_size " +
+                std::to_string(options_.block_size));
+  }
+  const at::Tensor pos = at::arange(past, past + T, idx.options().dtype(at::kLong));
+  at::Tensor x = tok_emb->forward(idx) + pos_emb->forward(pos);  // (B, T, C)
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    x = blocks[i]->as<GptBlock>()->forward_cached(x, cache, i);
+  }
+  cache.advance(T);
+  return at::linear(ln_f->forward(x), tok_emb->weight);
 }
 
 }  // namespace frugal

@@ -158,6 +158,19 @@ at::Tensor LlamaAttention::forward_impl_extras(const at::Tensor& x, const UnitEx
   return linear(o_proj, y);
 }
 
+at::Tensor LlamaAttention::forward_cached(const at::Tensor& x, KvCache& cache, size_t layer,
+                                          const at::Tensor& cos, const at::Tensor& sin) {
+  const int64_t B = x.size(0), T = x.size(1);
+  auto heads = [&](const at::Tensor& t, int64_t n) {
+    return t.view({B, T, n, head_dim_}).transpose(1, 2);
+  };
+  const at::Tensor q = RotaryEmbedding::rotate(heads(linear(q_proj, x), n_head_), cos, sin);
+  const at::Tensor k = RotaryEmbedding::rotate(heads(linear(k_proj, x), n_kv_head_), cos, sin);
+  auto [keys, values] = cache.append(layer, k, heads(linear(v_proj, x), n_kv_head_));
+  const at::Tensor y = attend_cached(q, keys, values, cache.length());
+  return linear(o_proj, y.transpose(1, 2).reshape({B, T, n_head_ * head_dim_}));
+}
+
 LlamaMlp::LlamaMlp(const LlamaOptions& o) {
   gate_proj = register_module("gate_proj", make_linear(o.hidden, o.intermediate, false));
   up_proj = register_module("up_proj", make_linear(o.hidden, o.intermediate, false));
@@ -178,6 +191,12 @@ LlamaBlock::LlamaBlock(const LlamaOptions& o, std::shared_ptr<RotaryEmbedding> r
 
 at::Tensor LlamaBlock::forward_impl_extras(const at::Tensor& x, const UnitExtras& extras) {
   at::Tensor h = x + self_attn->forward(input_layernorm->forward(x), extras);
+  return h + mlp->forward(post_attention_layernorm->forward(h));
+}
+
+at::Tensor LlamaBlock::forward_cached(const at::Tensor& x, KvCache& cache, size_t layer,
+                                      const at::Tensor& cos, const at::Tensor& sin) {
+  at::Tensor h = x + self_attn->forward_cached(input_layernorm->forward(x), cache, layer, cos, sin);
   return h + mlp->forward(post_attention_layernorm->forward(h));
 }
 
@@ -245,6 +264,29 @@ at::Tensor Llama::hidden_states(const at::Tensor& idx, const at::Tensor& positio
   at::Tensor x = embed_tokens->forward(idx);  // (B, T, hidden)
   for (const auto& block : *layers) x = block->as<LlamaBlock>()->forward(x, extras);
   return norm->forward(x);
+}
+
+KvCache Llama::make_cache(int64_t batch, int64_t capacity, const at::TensorOptions& options) const {
+  return KvCache(options_.n_layer, batch, options_.n_kv_head, capacity, options_.head_dim(),
+                 options);
+}
+
+at::Tensor Llama::forward_cached(const at::Tensor& idx, KvCache& cache) {
+  const int64_t B = idx.size(0), T = idx.size(1), past = cache.length();
+  if (past + T > options_.max_position) {
+    throw Error("model: sequence length " + std::to_string(past + T) + " exceeds block_size " +
+                std::to_string(options_.max_position));
+  }
+  const at::Tensor positions =
+      at::arange(past, past + T, idx.options().dtype(at::kLong)).expand({B, T});
+  const auto [cos, sin] = rope_->cos_sin_at(positions);
+  at::Tensor x = embed_tokens->forward(idx);
+  for (size_t i = 0; i < layers->size(); ++i) {
+    x = layers[i]->as<LlamaBlock>()->forward_cached(x, cache, i, cos, sin);
+  }
+  cache.advance(T);
+  x = norm->forward(x);
+  return lm_head ? linear(lm_head, x) : at::linear(x, embed_tokens->weight);
 }
 
 }  // namespace frugal

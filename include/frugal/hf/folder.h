@@ -71,6 +71,10 @@ struct TokenIds {
 // An export's special ids: those of the source folder's config.json (model.init_from), else
 // eos as the end of text of the folder's tokenizer, else data.eot_token (>= 0).
 TokenIds special_token_ids(const std::filesystem::path& source_dir, int64_t eot_token);
+// The ids generation stops at, as transformers' generate on the same folder (or on an export
+// of a run that started from it) stops: generation_config.json's eos_token_id when the folder
+// has one, else special_token_ids' eos; empty when neither knows one.
+std::vector<int64_t> stop_token_ids(const std::filesystem::path& source_dir, int64_t eot_token);
 
 // Writes a folder transformers' from_pretrained loads: config.json (with `ids`), the weights in
 // model.safetensors or, past max_shard_bytes, in model-0000k-of-0000n.safetensors with

@@ -14,6 +14,7 @@
 
 #include "frugal/config/config.h"
 #include "frugal/models/kernels.h"
+#include "frugal/models/kv_cache.h"
 #include "frugal/models/model.h"
 #include "frugal/models/unit.h"
 
@@ -45,6 +46,8 @@ class CausalSelfAttention : public Unit {
   torch::nn::Linear qkv{nullptr};   // C -> 3C
   torch::nn::Linear proj{nullptr};  // C -> C
   torch::nn::Dropout resid_drop{nullptr};
+  // (B, T, C) tokens after the cache's: their keys and values go into `layer` of it.
+  at::Tensor forward_cached(const at::Tensor& x, KvCache& cache, size_t layer);
 
  protected:
   at::Tensor forward_impl(const at::Tensor& x) override;  // (B, T, C) -> (B, T, C)
@@ -75,12 +78,13 @@ class GptBlock : public Unit {
   std::shared_ptr<CausalSelfAttention> attn;
   torch::nn::LayerNorm ln2{nullptr};
   std::shared_ptr<GptMlp> mlp;
+  at::Tensor forward_cached(const at::Tensor& x, KvCache& cache, size_t layer);
 
  protected:
   at::Tensor forward_impl(const at::Tensor& x) override;  // x + attn(ln1(x)); x + mlp(ln2(x))
 };
 
-class Gpt : public Model {
+class Gpt : public Model, public CachedDecoder {
  public:
   explicit Gpt(const GptOptions& o);
   at::Tensor forward(const at::Tensor& idx) override;  // (B, T) int64 -> (B, T, vocab) logits
@@ -97,6 +101,13 @@ class Gpt : public Model {
                       at::Generator generator);
 
   const GptOptions& options() const { return options_; }
+
+  // Incremental decoding (kv_cache.h), past any strategy's wrappers: for a whole model in
+  // eval mode.
+  KvCache make_cache(int64_t batch, int64_t capacity,
+                     const at::TensorOptions& options) const override;
+  at::Tensor forward_cached(const at::Tensor& idx, KvCache& cache) override;
+  int64_t max_sequence() const override { return options_.block_size; }
 
   torch::nn::Embedding tok_emb{nullptr};
   torch::nn::Embedding pos_emb{nullptr};

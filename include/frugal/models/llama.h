@@ -19,6 +19,7 @@
 
 #include "frugal/config/config.h"
 #include "frugal/models/kernels.h"
+#include "frugal/models/kv_cache.h"
 #include "frugal/models/model.h"
 #include "frugal/models/rotary.h"
 #include "frugal/models/unit.h"
@@ -75,6 +76,10 @@ class LlamaAttention : public Unit {
  public:
   LlamaAttention(const LlamaOptions& o, std::shared_ptr<RotaryEmbedding> rope);
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  // (B, T, hidden) tokens after the cache's: their keys and values go into `layer` of it.
+  // cos / sin: the rotary angles at their positions (RotaryEmbedding::cos_sin_at).
+  at::Tensor forward_cached(const at::Tensor& x, KvCache& cache, size_t layer,
+                            const at::Tensor& cos, const at::Tensor& sin);
 
  protected:
   // (B, T, hidden) -> (B, T, hidden); extras: empty or LlamaExtras.
@@ -102,13 +107,15 @@ class LlamaBlock : public Unit {
   std::shared_ptr<LlamaAttention> self_attn;
   RmsNorm post_attention_layernorm{nullptr};
   std::shared_ptr<LlamaMlp> mlp;
+  at::Tensor forward_cached(const at::Tensor& x, KvCache& cache, size_t layer,
+                            const at::Tensor& cos, const at::Tensor& sin);
 
  protected:
   // The extras go on to the attention.
   at::Tensor forward_impl_extras(const at::Tensor& x, const UnitExtras& extras) override;
 };
 
-class Llama : public Model {
+class Llama : public Model, public CachedDecoder {
  public:
   explicit Llama(const LlamaOptions& o);
   at::Tensor forward(const at::Tensor& idx) override;  // (B, T) int64 -> (B, T, vocab) logits
@@ -126,6 +133,13 @@ class Llama : public Model {
   double flops_per_token(int64_t seq_len) const override;
   std::vector<std::string> block_lists() const override { return {"layers"}; }
   const LlamaOptions& options() const { return options_; }
+
+  // Incremental decoding (kv_cache.h). The blocks are called directly, past any strategy's
+  // wrappers: for a whole model in eval mode, as `frugal generate` loads one.
+  KvCache make_cache(int64_t batch, int64_t capacity,
+                     const at::TensorOptions& options) const override;
+  at::Tensor forward_cached(const at::Tensor& idx, KvCache& cache) override;
+  int64_t max_sequence() const override { return options_.max_position; }
 
   torch::nn::Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};
