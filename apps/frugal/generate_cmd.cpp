@@ -62,8 +62,9 @@ at::ScalarType parse_dtype(const std::string& name, const c10::Device& device) {
 }
 
 // Prints the text of the new tokens as they come. A token may end inside a UTF-8 character
-// (byte-level BPE splits them), so only whole characters are written; what the decoded text
-// holds beyond what was written is written next.
+// (byte-level BPE splits them), which the tokenizer decodes as U+FFFD until the next token
+// completes it: text ending in an unfinished character or a U+FFFD waits for the next token,
+// and finish() writes whatever is left, so the whole output is the decoding of all the tokens.
 class TextStream {
  public:
   TextStream(const Tokenizer* tokenizer, std::vector<int64_t> hidden)
@@ -72,32 +73,44 @@ class TextStream {
   void add(int64_t id) {
     if (std::find(hidden_.begin(), hidden_.end(), id) != hidden_.end()) return;
     ids_.push_back(id);
-    std::string text;
-    if (tokenizer_) {
-      text = tokenizer_->decode(ids_);
-    } else {
-      for (int64_t b : ids_) text.push_back(static_cast<char>(b));
-    }
-    const size_t whole = complete_prefix(text);
-    if (whole > written_ && text.compare(0, written_, written_text_) == 0) {
-      std::cout << text.substr(written_, whole - written_) << std::flush;
-      written_text_ = text.substr(0, whole);
-      written_ = whole;
-    }
+    write(settled(decoded()));
+  }
+  void finish() {
+    const std::string text = decoded();
+    write(text.size());
   }
 
  private:
-  // The length of `text` without an unfinished UTF-8 character at its end.
-  static size_t complete_prefix(const std::string& text) {
-    size_t i = text.size(), back = 0;
-    while (i > 0 && back < 4 && (static_cast<unsigned char>(text[i - 1]) & 0xC0) == 0x80) {
+  std::string decoded() const {
+    if (tokenizer_) return tokenizer_->decode(ids_);
+    std::string bytes;
+    for (int64_t b : ids_) bytes.push_back(static_cast<char>(b));
+    return bytes;
+  }
+
+  // Writes text_[written_, end) when the text before it is what was written already.
+  void write(size_t end) {
+    const std::string text = decoded();
+    if (end <= written_ || text.compare(0, written_, written_text_) != 0) return;
+    std::cout << text.substr(written_, end - written_) << std::flush;
+    written_text_ = text.substr(0, end);
+    written_ = end;
+  }
+
+  // The length of `text` without an unfinished UTF-8 character or U+FFFDs at its end.
+  static size_t settled(const std::string& text) {
+    static const std::string kReplacement = "\xEF\xBF\xBD";
+    size_t end = text.size();
+    while (end >= 3 && text.compare(end - 3, 3, kReplacement) == 0) end -= 3;
+    size_t i = end, back = 0;
+    while (i > 0 && back < 3 && (static_cast<unsigned char>(text[i - 1]) & 0xC0) == 0x80) {
       --i;
       ++back;
     }
-    if (i == 0) return text.size();
+    if (i == 0) return end;
     const unsigned char lead = static_cast<unsigned char>(text[i - 1]);
     const size_t need = lead >= 0xF0 ? 3 : lead >= 0xE0 ? 2 : lead >= 0xC0 ? 1 : 0;
-    return need > back ? i - 1 : text.size();
+    return need > back ? i - 1 : end;
   }
 
   const Tokenizer* tokenizer_;
@@ -143,6 +156,7 @@ int run_generate(const Args& a) {
     if (text) stream.add(id);
   });
   if (text) {
+    stream.finish();
     std::cout << "\n";
   } else {
     std::cout << fmt::format("{{\"prompt\": [{}], \"tokens\": [{}], \"stopped\": {}}}\n",

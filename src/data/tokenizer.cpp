@@ -202,7 +202,9 @@ class BpeTokenizer final : public Tokenizer {
         k += n;
       }
     }
-    return out;
+    // Tokens may split a character: bytes that do not form one read as U+FFFD, as the
+    // `tokenizers` package decodes them.
+    return utf8_lossy(out);
   }
 
   int64_t vocab_size() const override { return max_id_ + 1; }
@@ -515,6 +517,48 @@ int64_t end_of_text_token(const Tokenizer& tokenizer, const std::filesystem::pat
                   "eos_token in tokenizer_config.json, no eos piece in the SentencePiece "
                   "model, none of <|endoftext|>, <|end_of_text|>, </s>)",
                   dir.string()));
+}
+
+std::string utf8_lossy(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  size_t i = 0;
+  while (i < bytes.size()) {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    // The sequence's length and the range its second byte must fall in (which rules out
+    // overlong forms, surrogates and code points past U+10FFFF); later bytes are 80..BF.
+    size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
+      n = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      n = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    }
+    size_t k = 1;  // bytes of the sequence that are well formed so far
+    while (n > 0 && k < n && i + k < bytes.size()) {
+      const auto b = static_cast<unsigned char>(bytes[i + k]);
+      if (k == 1 ? (b < lo || b > hi) : (b & 0xC0) != 0x80) break;
+      ++k;
+    }
+    if (n > 0 && k == n) {
+      out.append(bytes.substr(i, n));
+    } else {
+      out += "\xEF\xBF\xBD";
+    }
+    i += k;
+  }
+  return out;
 }
 
 }  // namespace frugal

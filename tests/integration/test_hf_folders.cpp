@@ -209,6 +209,13 @@ TEST_CASE("the README's fine-tuning example runs as written", "[integration][pyt
   std::cout << "greedy sample: '" << sample << "'\n";
   CHECK(!sample.empty());
   CHECK(sample == greedy.out);
+  // frugal generate on the run (the key/value cache, streamed text) writes the same text.
+  auto generated =
+      test::run_command(cd + test::frugal_binary() +
+                        " generate runs/llama-finetune --prompt 'Why do' --max-new-tokens 12");
+  INFO(generated.err);
+  REQUIRE(generated.exit_code == 0);
+  CHECK(generated.out == greedy.out + "\n");
 
   // configs/llama-qlora.yaml on the same folder: the q and o projections' base in NF4, adapters
   // on them, the rest frozen.

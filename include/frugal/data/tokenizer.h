@@ -44,6 +44,12 @@ class Tokenizer {
 // The end-of-text id of the tokenizer in folder `dir`: tokenizer_config.json's eos_token, else
 // the one the tokenizer file declares, else <|endoftext|>, <|end_of_text|> or </s>; a
 // frugal::Error naming the folder when it has none.
+// `bytes` as valid UTF-8: each maximal ill-formed subpart replaced by U+FFFD (Unicode's
+// "substitution of maximal subparts", as Python's bytes.decode("utf-8", "replace") and Rust's
+// String::from_utf8_lossy do it, and so the `tokenizers` package's byte-level decoding): what
+// decode() gives for tokens that split a character.
+std::string utf8_lossy(std::string_view bytes);
+
 int64_t end_of_text_token(const Tokenizer& tokenizer, const std::filesystem::path& dir);
 
 }  // namespace frugal
