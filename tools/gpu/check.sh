@@ -87,6 +87,8 @@ if [ $mode = check ]; then
   check_row snapshot "allocator snapshot in torch.cuda._memory_viz" "loads and plots"
   check_row oom "out of memory (absurd micro-batch)" "exit 2 with the report and advice"
   check_row find-batch "find-batch" "the size found trains; twice it runs out of memory"
+  check_row generate "frugal generate: greedy, KV cache (tiny GPT, fp32)" "the same 28 ids as on the CPU"
+  check_row generate-bandwidth "frugal generate speed (SmolLM2-360M shape, bf16, batch 1)" "MEASURED: tokens/s x weight bytes / 4.8 TB/s (goal >= 60%)"
 else
   declare_bench_rows
 fi
@@ -485,6 +487,40 @@ row_find_batch() {
   [ $twice = 124 ] && { row find-batch "$(why_failed fb-twice $twice)"; return; }
   row find-batch "$([ $fit = 0 ] && [ $twice = 2 ] && echo PASS || echo "FAIL (exit $fit, then $twice)")" \
     "micro-batch $b: exit $fit" "micro-batch $((2 * b)): exit $twice"
+}
+
+# json_of NAME: the last JSON line of a command's log.
+json_of() { grep '^{' "$logs/$1.log" | tail -1; }
+
+row_generate() {
+  trained fp32 train || { row generate "$(why_failed fp32 $? reference)"; return; }
+  # (the tiny GPT's context is 32 tokens)
+  local gen=(generate "$runs/fp32" --prompt-ids 10,20,30,40 --max-new-tokens 28 --dtype fp32 --ids)
+  run_named generate-dev 60 "${frugal[@]}" "${gen[@]}" --device "$dev" || { row generate "$(why_failed generate-dev $?)"; return; }
+  run_named generate-cpu 60 "${frugal[@]}" "${gen[@]}" --device cpu || { row generate "$(why_failed generate-cpu $? reference)"; return; }
+  local a b speed
+  a=$(field "$(json_of generate-dev)" tokens) b=$(field "$(json_of generate-cpu)" tokens)
+  speed=$(sed -n 's/^generate: \([0-9]* tokens in [0-9.]* s ([0-9.]* tokens\/s\).*/\1)/p' "$logs/generate-dev.log")
+  row generate "$([ -n "$a" ] && [ "$a" = "$b" ] && echo PASS || echo "FAIL (generate-dev.log, generate-cpu.log)")" \
+    "${speed:-no speed line} on $dev" "the CPU's ids" "the same 28 greedy ids"
+}
+
+# The decoding speed of a model large enough for the weights' reads to matter: a random
+# SmolLM2-360M-shaped Llama (one optimizer step, saved), 256 new tokens in bf16.
+row_generate_bandwidth() {
+  [ "$dev" = cuda ] || { row generate-bandwidth "SKIPPED (no CUDA: the CPU's speed is bench/generate's)"; return; }
+  trained gen-360m train --set model.size=smollm2-360m --set model.block_size=512 \
+    --set data.micro_batch_size=1 --set train.max_steps=1 --set data.synthetic_samples=8 ||
+    { row generate-bandwidth "$(why_failed gen-360m $?)"; return; }
+  run_named generate-360m 90 "${frugal[@]}" generate "$runs/gen-360m" --prompt-ids 1,2,3,4,5,6,7,8 \
+    --max-new-tokens 256 --dtype bf16 --ids || { row generate-bandwidth "$(why_failed generate-360m $?)"; return; }
+  local rate params share
+  rate=$(sed -n 's/.* then \([0-9.]*\) tokens\/s.*/\1/p' "$logs/generate-360m.log" | tail -1)
+  # "model llama: 361.821M parameters on cuda"
+  params=$(sed -n 's/.*model [a-z0-9]*: \([0-9.]*\)M parameters.*/\1/p' "$logs/gen-360m.log" | head -1)
+  share=$(awk -v r="$rate" -v p="$params" 'BEGIN { if (r > 0 && p > 0) printf "%.1f%%", 100 * r * 2 * p * 1e6 / 4.8e12 }')
+  row generate-bandwidth "MEASURED" "${rate:-?} tokens/s after the prompt" "${params:-?}M bf16 weights" \
+    "${share:-no rate}: tokens/s x weight bytes / 4.8 TB/s (goal >= 60%)"
 }
 
 run_rows

@@ -1,0 +1,65 @@
+"""transformers' side of bench/generate: random Llama folders and greedy generate timed.
+
+  python_generate.py make DIR SHAPE         write a random Llama folder of SHAPE (tiny | smollm2-135m)
+  python_generate.py time DIR DTYPE N PROMPT_IDS ROUNDS
+      model.generate(do_sample=False, max_new_tokens=N, KV cache, batch 1) in DTYPE (fp32 |
+      bf16) ROUNDS times after one warm-up; prints one JSON line: the median seconds and the
+      new ids of the last round.
+"""
+import json
+import statistics
+import sys
+import time
+
+import torch
+from transformers import AutoModelForCausalLM, GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+SHAPES = {
+    # SmolLM2-135M's shapes (its config.json), random weights.
+    "smollm2-135m": dict(vocab_size=49152, hidden_size=576, intermediate_size=1536,
+                         num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
+                         max_position_embeddings=2048, rope_theta=100000.0,
+                         tie_word_embeddings=True, rms_norm_eps=1e-5),
+    # Small enough that the per-token overhead around the arithmetic decides the speed.
+    "tiny": dict(vocab_size=1024, hidden_size=128, intermediate_size=352, num_hidden_layers=4,
+                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                 tie_word_embeddings=True),
+}
+
+
+def make(folder, shape):
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(bos_token_id=None, eos_token_id=None, pad_token_id=None,
+                                         **SHAPES[shape]))
+    model.generation_config = GenerationConfig(eos_token_id=None, bos_token_id=None,
+                                               pad_token_id=None)
+    model.save_pretrained(folder)
+
+
+def timed(folder, dtype, n, prompt, rounds):
+    model = AutoModelForCausalLM.from_pretrained(
+        folder, dtype=torch.bfloat16 if dtype == "bf16" else torch.float32).eval()
+    ids = torch.tensor([prompt])
+    mask = torch.ones_like(ids)
+    times, out = [], None
+    with torch.inference_mode():
+        for r in range(rounds + 1):
+            start = time.perf_counter()
+            out = model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=n,
+                                 min_new_tokens=n)
+            if r > 0:
+                times.append(time.perf_counter() - start)
+    print(json.dumps({"seconds": statistics.median(times),
+                      "tokens": out[0, len(prompt):].tolist()}))
+
+
+def main(argv):
+    if argv[1] == "make":
+        make(argv[2], argv[3])
+    else:
+        timed(argv[2], argv[3], int(argv[4]), [int(x) for x in argv[5].split(",")], int(argv[6]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# `frugal generate` against transformers' generate on the CPU: the same random Llama folder
+# (bench/generate/python_generate.py: SmolLM2-135M's shapes, and a tiny one where per-token
+# overhead decides), greedy, KV cache, batch 1, a 16-token prompt and 128 new tokens, fp32 and
+# bf16, the same thread count. Prints a markdown table of tokens/s (new tokens over the whole
+# call, the prompt's pass included, on both sides) and whether the fp32 ids agree.
+#
+# frugal: the figures `frugal generate` prints on stderr (one process per round, the model load
+# not timed); transformers: perf_counter around model.generate (after one warm-up call). The
+# median over rounds.
+#
+#   bash bench/generate/run.sh [THREADS]
+#   FRUGAL_BENCH_ROUNDS=5 FRUGAL_BENCH_SHAPES=tiny bash bench/generate/run.sh 2
+export FRUGAL_BUILD_TARGET=${FRUGAL_BUILD_TARGET:-frugal_cli}
+source "$(dirname "${BASH_SOURCE[0]}")/../setup.sh"
+py=.venv/bin/python
+rounds=${FRUGAL_BENCH_ROUNDS:-3}
+shapes=${FRUGAL_BENCH_SHAPES:-"tiny smollm2-135m"}
+new=128
+prompt=$(seq -s, 11 26)
+export OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
+
+median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+
+echo "| model | dtype | frugal tokens/s | transformers tokens/s | frugal / transformers | same ids |"
+echo "|---|---|---|---|---|---|"
+for shape in $shapes; do
+  $py bench/generate/python_generate.py make "$tmp/$shape" "$shape" >/dev/null 2>&1
+  for dtype in fp32 bf16; do
+    times=()
+    for _ in $(seq "$rounds"); do
+      build/bin/frugal generate "$tmp/$shape" --prompt-ids "$prompt" --max-new-tokens $new \
+        --dtype $dtype --ids >"$tmp/frugal.json" 2>"$tmp/frugal.err"
+      # "generate: 128 tokens in 0.513 s (...)"
+      times+=("$(sed -n 's/^generate: [0-9]* tokens in \([0-9.]*\) s.*/\1/p' "$tmp/frugal.err")")
+    done
+    f=$(printf '%s\n' "${times[@]}" | median)
+    $py bench/generate/python_generate.py time "$tmp/$shape" $dtype $new "$prompt" "$rounds" \
+      >"$tmp/python.json" 2>/dev/null
+    t=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['seconds'])" "$tmp/python.json")
+    same=$($py -c "
+import json, sys
+a = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])['tokens']
+b = json.load(open(sys.argv[2]))['tokens']
+print('yes' if a == b else f'{sum(x == y for x, y in zip(a, b))} of {len(b)}')" "$tmp/frugal.json" "$tmp/python.json")
+    awk -v s="$shape" -v d="$dtype" -v f="$f" -v t="$t" -v n=$new -v same="$same" \
+      'BEGIN {printf "| %s | %s | %.1f | %.1f | %.2fx | %s |\n", s, d, n / f, n / t, t / f, same}'
+  done
+done
