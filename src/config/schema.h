@@ -84,6 +84,11 @@ void for_each_field(C& c, Visit&& visit) {
   visit("data", "shuffle", c.data.shuffle);
   visit("data", "synthetic_samples", c.data.synthetic_samples);
   visit("data", "eot_token", c.data.eot_token);
+  visit("data", "chat_format", c.data.chat_format);
+  visit("data", "tokenizer", c.data.tokenizer);
+  visit("data", "train_on", c.data.train_on);
+  visit("data", "packing", c.data.packing);
+  visit("data", "truncate", c.data.truncate);
 
   visit("optim", "type", c.optim.type);
   visit("optim", "lr", c.optim.lr);

@@ -188,7 +188,15 @@ void check_model(const Checker& c, const ModelConfig& m, const DataConfig& data)
 }
 
 void check_data(const Checker& c, const DataConfig& d, const ModelConfig& m) {
-  c.one_of(d.type, {"tokens", "idx", "synthetic", "text"}, "data.type");
+  c.one_of(d.type, {"tokens", "idx", "synthetic", "text", "chat", "tokenized"}, "data.type");
+  c.one_of(d.chat_format, {"auto", "llama3", "chatml", "mistral", "plain"}, "data.chat_format");
+  c.one_of(d.train_on, {"assistant", "all", "last"}, "data.train_on");
+  c.one_of(d.truncate, {"right", "left", "error"}, "data.truncate");
+  if (d.packing && (d.type == "chat" || d.type == "tokenized")) {
+    // Packed samples are told apart by their position ids (GPT's are learned absolute).
+    c.require(m.type != "gpt" && m.type != "mlp" && m.type != "convnet", "data.packing",
+              fmt::format("needs model.type llama (got {})", m.type), "model.type");
+  }
   if (d.type != "synthetic")
     c.require(!d.path.empty(), "data.path",
               fmt::format("is required when data.type is '{}'", d.type), "data.type");

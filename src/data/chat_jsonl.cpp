@@ -155,7 +155,7 @@ Conversation parse_chat_line(std::string_view line, const std::string& file, int
       "\"output\" (alpaca), found none of them");
 }
 
-ChatJsonlReader::ChatJsonlReader(const fs::path& file, int64_t max_line_bytes)
+JsonlLineReader::JsonlLineReader(const fs::path& file, int64_t max_line_bytes)
     : file_(file.string()), max_line_bytes_(max_line_bytes) {
   std::error_code ec;
   if (fs::is_directory(file, ec))
@@ -164,7 +164,7 @@ ChatJsonlReader::ChatJsonlReader(const fs::path& file, int64_t max_line_bytes)
   if (!in_) throw Error(fmt::format("cannot read '{}': {}", file_, std::strerror(errno)));
 }
 
-bool ChatJsonlReader::fill() {
+bool JsonlLineReader::fill() {
   if (at_end_) return false;
   // Drop what was read; keep the unfinished line.
   buffer_.erase(0, begin_);
@@ -180,7 +180,7 @@ bool ChatJsonlReader::fill() {
   return got > 0;
 }
 
-std::optional<Conversation> ChatJsonlReader::next() {
+std::optional<std::string_view> JsonlLineReader::next_line() {
   for (;;) {
     size_t end = buffer_.find('\n', begin_);
     // Read until the line ends, refusing one longer than the bound before it fills memory.
@@ -201,8 +201,14 @@ std::optional<Conversation> ChatJsonlReader::next() {
     const std::string_view line(buffer_.data() + begin_, stop - begin_);
     begin_ = end == std::string::npos ? stop : end + 1;
     if (blank(line)) continue;
-    return parse_chat_line(line, file_, line_number_);
+    return line;
   }
+}
+
+std::optional<Conversation> ChatJsonlReader::next() {
+  const std::optional<std::string_view> line = next_line();
+  if (!line) return std::nullopt;
+  return parse_chat_line(*line, file(), line_number());
 }
 
 std::vector<Conversation> read_chat_jsonl(const fs::path& file) {

@@ -5,10 +5,12 @@
 
 #include "frugal/data/dataset.h"
 #include "frugal/data/idx.h"
+#include "frugal/data/instruction_data.h"
 #include "frugal/data/synthetic.h"
 #include "frugal/data/text.h"
 #include "frugal/data/token_dataset.h"
 #include "frugal/util/error.h"
+#include "frugal/util/log.h"
 
 namespace frugal {
 
@@ -89,6 +91,35 @@ std::shared_ptr<Dataset> idx_dataset(const DataConfig& data, const ModelConfig& 
   return slice(all, first, count);
 }
 
+std::shared_ptr<Dataset> instruction_dataset(const DataConfig& data, const ModelConfig& model,
+                                             Split split) {
+  const Source source = source_of(data, split);
+  if (source.path.empty())
+    throw Error(fmt::format("data.path: required for data.type {}", data.type));
+  InstructionStats stats;
+  std::vector<LabeledTokens> samples =
+      read_instruction_samples(data, model, source.path, source.key, &stats);
+  const auto total = static_cast<int64_t>(samples.size());
+  if (total == 0) {
+    throw Error(fmt::format(
+        "{}: '{}' holds no sample with a token to learn ({} without one{})", source.key,
+        source.path, stats.no_target,
+        data.type == "chat" ? fmt::format(" under data.train_on {}", data.train_on) : ""));
+  }
+  auto [first, count] = split_range(data, source, split, total);
+  std::vector<LabeledTokens> mine(std::make_move_iterator(samples.begin() + first),
+                                  std::make_move_iterator(samples.begin() + first + count));
+  auto dataset = std::make_shared<InstructionDataset>(std::move(mine),
+                                                      resolved_seq_len(data, model), data.packing);
+  log::info(fmt::format(
+      "data ({}): {} samples{}{}, {} rows{}", split == Split::train ? "train" : "val", count,
+      stats.no_target ? fmt::format(" ({} skipped: nothing to learn)", stats.no_target) : "",
+      stats.truncated ? fmt::format(" ({} truncated {})", stats.truncated, data.truncate) : "",
+      dataset->size(),
+      data.packing ? fmt::format(", packed {:.1f}% full", 100.0 * dataset->fill()) : ""));
+  return dataset;
+}
+
 }  // namespace
 
 int64_t resolved_seq_len(const DataConfig& data, const ModelConfig& model) {
@@ -113,8 +144,11 @@ std::shared_ptr<Dataset> make_dataset(const DataConfig& data, const ModelConfig&
   if (data.type == "tokens") return token_dataset(data, model, split, /*text=*/false);
   if (data.type == "text") return token_dataset(data, model, split, /*text=*/true);
   if (data.type == "idx") return idx_dataset(data, model, split);
-  throw Error(
-      fmt::format("data.type: unknown '{}' (expected tokens | text | idx | synthetic)", data.type));
+  if (data.type == "chat" || data.type == "tokenized")
+    return instruction_dataset(data, model, split);
+  throw Error(fmt::format(
+      "data.type: unknown '{}' (expected tokens | text | idx | synthetic | chat | tokenized)",
+      data.type));
 }
 
 }  // namespace frugal

@@ -172,7 +172,7 @@ TEST_CASE("config errors: names outside their closed sets", "[config][bad_input]
         "linear, step) (did you mean 'cosine'?)");
   CHECK(error_for("data: {type: txt, path: a}\n") ==
         "c.yaml:1:8: data.type: unknown value 'txt' (expected one of: tokens, idx, synthetic, "
-        "text) (did you mean 'text'?)");
+        "text, chat, tokenized) (did you mean 'text'?)");
   CHECK(error_for("data: {token_format: gpt}\n") ==
         "c.yaml:1:8: data.token_format: unknown value 'gpt' (expected one of: auto, nanogpt, "
         "llmc)");

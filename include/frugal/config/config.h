@@ -114,6 +114,18 @@ struct DataConfig {
   // carry position ids that restart after it, and attention stays within documents (llama).
   // -1 = off: attention spans the whole window.
   int64_t eot_token = -1;
+  // Instruction data (chat: JSONL conversations; tokenized: JSONL input_ids / labels), see
+  // docs/finetuning.md. chat: the template (auto = the one the tokenizer folder's
+  // tokenizer_config.json holds), the tokenizer (a folder; empty = model.init_from), which
+  // tokens are learned (assistant | all | last: the last assistant turn).
+  std::string chat_format = "auto";
+  std::string tokenizer;
+  std::string train_on = "assistant";
+  // chat and tokenized: samples packed best-fit-decreasing into seq_len rows with position
+  // ids per document (llama), else one sample a row, a batch padded to its longest; a sample
+  // longer than seq_len + 1 tokens is cut (right: its end goes, left: its start) or refused.
+  bool packing = false;
+  std::string truncate = "right";
 };
 
 struct OptimConfig {

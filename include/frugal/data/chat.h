@@ -48,17 +48,19 @@ inline constexpr int64_t kChatLineMaxBytes = int64_t{64} << 20;
 // and LINE only naming the place.
 Conversation parse_chat_line(std::string_view line, const std::string& file, int64_t line_number);
 
-// A JSONL file's conversations one at a time, for callers that stream a large file. Empty lines
-// (and lines of spaces, tabs and carriage returns) are skipped; a file ending without a line
-// break ends with its last line all the same.
-class ChatJsonlReader {
+// A JSONL file's lines one at a time, for callers that stream a large file. Empty lines (and
+// lines of spaces, tabs and carriage returns) are skipped; a file ending without a line break
+// ends with its last line all the same; a line longer than max_line_bytes is a frugal::Error
+// naming FILE:LINE (before it fills memory).
+class JsonlLineReader {
  public:
-  explicit ChatJsonlReader(const std::filesystem::path& file,
+  explicit JsonlLineReader(const std::filesystem::path& file,
                            int64_t max_line_bytes = kChatLineMaxBytes);
-  // The next conversation, or nullopt at the end of the file.
-  std::optional<Conversation> next();
-  // The line the last conversation came from (1-based; 0 before the first).
+  // The next non-blank line (valid until the next call), or nullopt at the end of the file.
+  std::optional<std::string_view> next_line();
+  // The line the last one came from (1-based; 0 before the first).
   int64_t line_number() const { return line_number_; }
+  const std::string& file() const { return file_; }
 
  private:
   bool fill();  // reads more of the file into buffer_; false at its end
@@ -70,6 +72,14 @@ class ChatJsonlReader {
   size_t begin_ = 0;  // where the unread part of buffer_ starts
   bool at_end_ = false;
   int64_t line_number_ = 0;
+};
+
+// A chat JSONL file's conversations one at a time (parse_chat_line on each line).
+class ChatJsonlReader : public JsonlLineReader {
+ public:
+  using JsonlLineReader::JsonlLineReader;
+  // The next conversation, or nullopt at the end of the file.
+  std::optional<Conversation> next();
 };
 
 // Every conversation of the file, in order.
