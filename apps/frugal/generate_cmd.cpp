@@ -11,6 +11,7 @@
 
 #include "checkpoint_source.h"
 #include "commands.h"
+#include "frugal/data/chat.h"
 #include "frugal/data/tokenizer.h"
 #include "frugal/engine/device.h"
 #include "frugal/hf/folder.h"
@@ -24,7 +25,8 @@ namespace frugal::cli {
 namespace {
 
 struct Args {
-  std::string source, prompt, prompt_ids, device = "auto", dtype = "auto";
+  std::string source, prompt, prompt_ids, chat, system, chat_format = "auto", device = "auto",
+                                                        dtype = "auto";
   int64_t max_new_tokens = 128, top_k = 0;
   double temperature = 0.0, top_p = 1.0;
   uint64_t seed = 0;
@@ -130,7 +132,25 @@ int run_generate(const Args& a) {
   const bool bytes = !tokenizer && m.cfg.model.vocab_size == 256;
 
   std::vector<int64_t> prompt;
-  if (!a.prompt_ids.empty()) {
+  std::vector<int64_t> chat_stops;
+  if (!a.chat.empty()) {
+    // The message as the model's chat template frames it, ending in the assistant's header.
+    if (!tokenizer) {
+      throw Error(fmt::format("generate: --chat needs a tokenizer, and '{}' has none", a.source));
+    }
+    const ChatTemplate chat = chat_template_for(a.chat_format, "--chat-format", folder);
+    Conversation conversation;
+    if (!a.system.empty()) conversation.push_back({"system", a.system});
+    conversation.push_back({"user", a.chat});
+    prompt =
+        tokenizer->encode(render_chat_text(conversation, chat, /*add_generation_prompt=*/true));
+    // A turn ends at the template's end-of-turn marker, whatever the folder's eos says.
+    for (const std::string& marker :
+         {std::string("<|im_end|>"), std::string("<|eot_id|>"), chat.tokens.eos}) {
+      if (auto id = marker.empty() ? std::nullopt : tokenizer->token_id(marker))
+        chat_stops.push_back(*id);
+    }
+  } else if (!a.prompt_ids.empty()) {
     prompt = parse_ids(a.prompt_ids, m.cfg.model.vocab_size);
   } else if (tokenizer) {
     prompt = tokenizer->encode(a.prompt);
@@ -149,6 +169,7 @@ int run_generate(const Args& a) {
   o.top_p = a.top_p;
   o.seed = a.seed;
   o.stop_tokens = hf::stop_token_ids(folder, m.cfg.data.eot_token);
+  o.stop_tokens.insert(o.stop_tokens.end(), chat_stops.begin(), chat_stops.end());
 
   const bool text = !a.ids && (tokenizer || bytes);
   TextStream stream(tokenizer.get(), o.stop_tokens);
@@ -185,7 +206,14 @@ void add_generate(CLI::App& app, Action& run) {
   auto* prompt_ids =
       cmd->add_option("--prompt-ids", args->prompt_ids,
                       "Token ids to continue, comma-separated (no tokenizer needed)");
+  auto* chat = cmd->add_option("--chat", args->chat,
+                               "A user message, framed by the model's chat template (its answer "
+                               "ends at the end of the turn)");
   prompt->excludes(prompt_ids);
+  chat->excludes(prompt)->excludes(prompt_ids);
+  cmd->add_option("--system", args->system, "--chat: a system message before it");
+  cmd->add_option("--chat-format", args->chat_format,
+                  "--chat: auto (the folder's template) | llama3 | chatml | mistral | plain");
   cmd->add_option("--max-new-tokens", args->max_new_tokens, "Most tokens to generate")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   cmd->add_option("--temperature", args->temperature,
@@ -202,9 +230,9 @@ void add_generate(CLI::App& app, Action& run) {
                   "auto (bf16 on CUDA, fp32 on the CPU) | fp32 | bf16 | fp16");
   cmd->add_flag("--ids", args->ids,
                 "Print the prompt's and the new tokens' ids as one JSON line instead of text");
-  cmd->callback([&run, args, prompt, prompt_ids] {
-    if (prompt->count() == 0 && prompt_ids->count() == 0) {
-      throw CLI::RequiredError("--prompt or --prompt-ids");
+  cmd->callback([&run, args, prompt, prompt_ids, chat] {
+    if (prompt->count() == 0 && prompt_ids->count() == 0 && chat->count() == 0) {
+      throw CLI::RequiredError("--prompt, --chat or --prompt-ids");
     }
     run = [args] { return run_generate(*args); };
   });

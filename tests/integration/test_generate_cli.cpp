@@ -71,6 +71,9 @@ TEST_CASE("frugal generate greedy equals transformers on Llama and Qwen2 folders
       test::frugal("generate " + test::quote((dir / "llama").string()) + " --prompt hi");
   CHECK(no_tokenizer.exit_code == 2);
   CHECK_THAT(no_tokenizer.err, Catch::Contains("has no tokenizer"));
+  auto chat = test::frugal("generate " + test::quote((dir / "llama").string()) + " --chat hi");
+  CHECK(chat.exit_code == 2);
+  CHECK_THAT(chat.err, Catch::Contains("--chat needs a tokenizer"));
 }
 
 TEST_CASE("frugal generate from a GPT run equals transformers on its export",
