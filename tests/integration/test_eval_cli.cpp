@@ -12,16 +12,6 @@
 
 using namespace frugal;
 
-namespace eval_cli_test {
-
-nlohmann::json last_json_line(const std::string& out) {
-  const size_t at = out.rfind("{\"");
-  REQUIRE(at != std::string::npos);
-  return nlohmann::json::parse(out.substr(at, out.find('\n', at) - at));
-}
-
-}  // namespace eval_cli_test
-
 TEST_CASE("frugal eval of a transformers folder equals transformers on the same windows",
           "[integration][python][hf][eval]") {
   test::TempDir dir("frugal-eval");
@@ -49,7 +39,7 @@ TEST_CASE("frugal eval of a transformers folder equals transformers on the same 
     auto p = test::python_script("window_eval_reference.py", args);
     INFO(p.out << p.err);
     REQUIRE(p.exit_code == 0);
-    const auto ours = eval_cli_test::last_json_line(f.out), theirs = eval_cli_test::last_json_line(p.out);
+    const auto ours = test::last_json_line(f.out), theirs = test::last_json_line(p.out);
     CHECK(ours.at("predicted") == 300);
     CHECK(ours.at("predicted") == theirs.at("predicted"));
     CHECK(ours.at("windows") == theirs.at("windows"));
@@ -82,7 +72,7 @@ TEST_CASE("frugal eval of a run reads text as bytes and counts every window", "[
                         test::quote((dir / "text.txt").string()) + " --seq-len 32 --stride 16");
   INFO(e.out << e.err);
   REQUIRE(e.exit_code == 0);
-  const auto j = eval_cli_test::last_json_line(e.out);
+  const auto j = test::last_json_line(e.out);
   CHECK(j.at("tokens") == 1008);
   CHECK(j.at("predicted") == 1007);
   // Windows (the model's whole context, 32) start at 0, 16, ..., until one reaches the last

@@ -14,20 +14,13 @@ namespace generate_cli_test {
 
 const std::string kPrompt = "5,17,42,3";
 
-// The last line of `out` that is a JSON object.
-nlohmann::json last_json_line(const std::string& out) {
-  const size_t at = out.rfind("{\"");
-  REQUIRE(at != std::string::npos);
-  return nlohmann::json::parse(out.substr(at, out.find('\n', at) - at));
-}
-
 nlohmann::json generate_ids(const fs::path& source, const std::string& extra = "") {
   auto r = test::frugal("generate " + test::quote(source.string()) + " --prompt-ids " + kPrompt +
                         " --max-new-tokens 64 --ids" + extra);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.err, Catch::Contains("tokens/s"));
-  return last_json_line(r.out);
+  return test::last_json_line(r.out);
 }
 
 }  // namespace generate_cli_test
@@ -41,7 +34,7 @@ TEST_CASE("frugal generate greedy equals transformers on Llama and Qwen2 folders
       "generate_reference.py", "make " + test::quote(dir.path().string()) + " " + kPrompt + " 64");
   INFO(made.out << made.err);
   REQUIRE(made.exit_code == 0);
-  const nlohmann::json expected = last_json_line(made.out);
+  const nlohmann::json expected = test::last_json_line(made.out);
   for (const std::string kind : {"llama", "qwen2", "llama-eos"}) {
     INFO(kind);
     const nlohmann::json got = generate_ids(dir / kind);

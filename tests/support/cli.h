@@ -1,6 +1,8 @@
 // Running the frugal CLI in tests.
 #pragma once
 
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "support/helpers.h"
@@ -29,6 +31,13 @@ inline std::string tiny_gpt_yaml(const std::string& runs, const std::string& nam
          "optim: {type: adamw, lr: 0.003}\n"
          "train: {max_steps: " + std::to_string(max_steps) +
          ", log_every: 1, checkpoint_every: 5, progress: lines}\n";
+}
+
+// The last JSON object line of a command's output (the one-line results of eval and generate).
+inline nlohmann::json last_json_line(const std::string& out) {
+  const size_t at = out.rfind("{\"");
+  REQUIRE(at != std::string::npos);
+  return nlohmann::json::parse(out.substr(at, out.find('\n', at) - at));
 }
 
 inline int count_lines(const std::string& s) {
