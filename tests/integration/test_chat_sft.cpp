@@ -3,6 +3,7 @@
 // apply_chat_template(tokenize=True) ids, the labels are the answers and their <|im_end|>, the
 // run trains, and `frugal generate --chat` answers and stops at the end of the turn.
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "frugal/data/batch.h"
@@ -73,16 +74,40 @@ TEST_CASE("the chat-tuning example tokenizes as transformers and answers with ge
   CHECK(compared >= 90);  // the reference's 100 "messages" lines, less any of another shape first
   CHECK(learned > 0);
 
-  // The example trains (a few steps) and generate --chat answers, stopping at <|im_end|>.
+  // The example trains (a few steps; validation on 40 conversations, one a row) and generate
+  // --chat answers, stopping at <|im_end|>.
+  {
+    std::ifstream in(dir / "data" / "chat.jsonl");
+    std::ofstream out(dir / "data" / "val.jsonl");
+    std::string line;
+    for (int i = 0; i < 40 && std::getline(in, line); ++i) out << line << "\n";
+  }
   auto trained = test::run_command(
       cd + test::frugal_binary() + " train " +
       test::quote((test::source_dir() / "configs/llama-sft.yaml").string()) +
-      " --set train.max_steps=4 --set train.eval_every=2 --set train.eval_batches=1"
+      " --set train.max_steps=4 --set train.eval_every=2 --set train.eval_batches=5"
+      " --set data.val_path=data/val.jsonl --set data.packing=false"
       " --set train.checkpoint_every=2 --set train.progress=none");
   INFO(trained.out << trained.err);
   REQUIRE(trained.exit_code == 0);
-  CHECK_THAT(trained.out + trained.err,
-             Catch::Contains("data (train): ") && Catch::Contains("packed"));
+  CHECK_THAT(trained.out + trained.err, Catch::Contains("data (val): 40 samples"));
+  // frugal eval over chat data: the loss over the answers, as training's validation has it.
+  double val_loss = 0;
+  {
+    std::ifstream metrics(dir / "runs" / "llama-sft" / "metrics.jsonl");
+    for (std::string line; std::getline(metrics, line);) {
+      const auto j = nlohmann::json::parse(line);
+      if (j.contains("val_loss")) val_loss = j["val_loss"].get<double>();  // the last one
+    }
+  }
+  auto evaluated =
+      test::run_command(cd + test::frugal_binary() + " eval runs/llama-sft --data data/val.jsonl");
+  INFO(evaluated.out << evaluated.err);
+  REQUIRE(evaluated.exit_code == 0);
+  const auto e = test::last_json_line(evaluated.out);
+  CHECK(e["conversations"].get<int>() == 40);
+  CHECK(val_loss > 0);
+  CHECK(e["mean_loss"].get<double>() == Approx(val_loss).epsilon(1e-5));
   auto answer =
       test::run_command(cd + test::frugal_binary() +
                         " generate runs/llama-sft --chat 'Repeat: hello' --max-new-tokens 8 --ids");
