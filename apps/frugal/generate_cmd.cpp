@@ -75,11 +75,12 @@ class TextStream {
   void add(int64_t id) {
     if (std::find(hidden_.begin(), hidden_.end(), id) != hidden_.end()) return;
     ids_.push_back(id);
-    write(settled(decoded()));
+    const std::string text = decoded();
+    write(text, settled(text));
   }
   void finish() {
     const std::string text = decoded();
-    write(text.size());
+    write(text, text.size());
   }
 
  private:
@@ -90,9 +91,8 @@ class TextStream {
     return bytes;
   }
 
-  // Writes text_[written_, end) when the text before it is what was written already.
-  void write(size_t end) {
-    const std::string text = decoded();
+  // Writes text[written_, end) when the text before it is what was written already.
+  void write(const std::string& text, size_t end) {
     if (end <= written_ || text.compare(0, written_, written_text_) != 0) return;
     std::cout << text.substr(written_, end - written_) << std::flush;
     written_text_ = text.substr(0, end);

@@ -74,7 +74,12 @@ DecodeResult decode(Model& model, const std::vector<int64_t>& prompt, const Deco
                     prompt.size(), o.max_new_tokens, decoder->max_sequence()));
   }
   const at::TensorOptions options = parameter_options(model);
-  const bool was_training = model.is_training();
+  // Eval mode for the generation, the caller's mode back afterwards (an error included).
+  struct ModeGuard {
+    Model& model;
+    bool was_training;
+    ~ModeGuard() { model.train(was_training); }
+  } mode{model, model.is_training()};
   model.eval();
   c10::InferenceMode inference;
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(o.seed);
@@ -95,7 +100,6 @@ DecodeResult decode(Model& model, const std::vector<int64_t>& prompt, const Deco
     input = at::full({1, 1}, next, options.dtype(at::kLong));
   }
   result.decode_seconds = seconds_since(start) - result.prompt_seconds;
-  model.train(was_training);
   return result;
 }
 
