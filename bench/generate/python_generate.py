@@ -5,6 +5,11 @@
       model.generate(do_sample=False, max_new_tokens=N, KV cache, batch 1) in DTYPE (fp32 |
       bf16) ROUNDS times after one warm-up; prints one JSON line: the median seconds and the
       new ids of the last round.
+  python_generate.py weights DIR            the folder's parameter count (one JSON line)
+  python_generate.py bandwidth              the machine's memory read bandwidth as decoding
+      meets it: torch.sum over a 1 GiB fp32 tensor with torch's threads, the best of 7 passes
+      after a warm-up, in GB/s (one JSON line). A greedy token reads every weight once, so
+      tokens/s x weight bytes can not pass it.
 """
 import json
 import statistics
@@ -53,9 +58,30 @@ def timed(folder, dtype, n, prompt, rounds):
                       "tokens": out[0, len(prompt):].tolist()}))
 
 
+def weights(folder):
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    print(json.dumps({"parameters": sum(p.numel() for p in model.parameters())}))
+
+
+def bandwidth():
+    data = torch.ones(1 << 28, dtype=torch.float32)  # 1 GiB
+    data.sum()
+    best = None
+    for _ in range(7):
+        start = time.perf_counter()
+        data.sum()
+        took = time.perf_counter() - start
+        best = took if best is None else min(best, took)
+    print(json.dumps({"gb_per_s": data.numel() * 4 / best / 1e9}))
+
+
 def main(argv):
     if argv[1] == "make":
         make(argv[2], argv[3])
+    elif argv[1] == "weights":
+        weights(argv[2])
+    elif argv[1] == "bandwidth":
+        bandwidth()
     else:
         timed(argv[2], argv[3], int(argv[4]), [int(x) for x in argv[5].split(",")], int(argv[6]))
     return 0

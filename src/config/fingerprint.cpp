@@ -32,7 +32,8 @@ std::function<bool(std::string_view, std::string_view)> fingerprinted(const Conf
     // How a step's global batch is cut (micro-batches x accumulation x ranks) does not
     // change what is computed: the trainer checks the global batch itself at resume.
     if (section == "data") {
-      return key != "num_workers" && key != "pin_memory" && key != "micro_batch_size";
+      return key != "num_workers" && key != "pin_memory" && key != "micro_batch_size" &&
+             key != "allow_tokenizer_mismatch";
     }
     if (section == "strategy" && key == "accumulation") return false;
     // None of these changes what is computed (offload steps the same values elsewhere);

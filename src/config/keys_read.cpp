@@ -45,8 +45,10 @@ bool data_key_read(std::string_view type, std::string_view key) {
   if (key == "labels_path") return type == "idx";
   if (key == "token_format" || key == "eot_token") return type == "tokens";
   if (key == "synthetic_samples") return type == "synthetic";
+  if (key == "allow_tokenizer_mismatch") return type == "tokens" || type == "text";
   if (key == "chat_format" || key == "tokenizer" || key == "train_on") return type == "chat";
-  if (key == "packing" || key == "truncate") return type == "chat" || type == "tokenized";
+  if (key == "packing" || key == "truncate" || key == "max_tokens_per_batch")
+    return type == "chat" || type == "tokenized";
   return true;
 }
 

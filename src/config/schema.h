@@ -84,11 +84,13 @@ void for_each_field(C& c, Visit&& visit) {
   visit("data", "shuffle", c.data.shuffle);
   visit("data", "synthetic_samples", c.data.synthetic_samples);
   visit("data", "eot_token", c.data.eot_token);
+  visit("data", "allow_tokenizer_mismatch", c.data.allow_tokenizer_mismatch);
   visit("data", "chat_format", c.data.chat_format);
   visit("data", "tokenizer", c.data.tokenizer);
   visit("data", "train_on", c.data.train_on);
   visit("data", "packing", c.data.packing);
   visit("data", "truncate", c.data.truncate);
+  visit("data", "max_tokens_per_batch", c.data.max_tokens_per_batch);
 
   visit("optim", "type", c.optim.type);
   visit("optim", "lr", c.optim.lr);

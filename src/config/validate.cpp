@@ -203,6 +203,7 @@ void check_data(const Checker& c, const DataConfig& d, const ModelConfig& m) {
   c.unit_interval(d.val_fraction, "data.val_fraction");
   c.one_of(d.token_format, {"auto", "nanogpt", "llmc"}, "data.token_format");
   c.at_least<int64_t>(d.micro_batch_size, 1, "data.micro_batch_size");
+  c.at_least<int64_t>(d.max_tokens_per_batch, 0, "data.max_tokens_per_batch");
   c.at_least<int64_t>(d.seq_len, 0, "data.seq_len");
   c.at_least<int64_t>(d.num_workers, 0, "data.num_workers");
   c.at_least<int64_t>(d.synthetic_samples, 1, "data.synthetic_samples");

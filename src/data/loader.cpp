@@ -8,8 +8,13 @@
 
 namespace frugal {
 
+int64_t micro_batch_items(const DataConfig& data) {
+  const bool instruction = data.type == "chat" || data.type == "tokenized";
+  return instruction && data.max_tokens_per_batch > 0 ? 1 : data.micro_batch_size;
+}
+
 LoaderOptions loader_options(const DataConfig& data, uint64_t seed, int rank, int world_size) {
-  LoaderOptions o{data.micro_batch_size};
+  LoaderOptions o{micro_batch_items(data)};
   o.shuffle = data.shuffle;
   o.seed = seed;
   o.num_workers = data.num_workers;

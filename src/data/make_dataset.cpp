@@ -6,6 +6,7 @@
 #include "frugal/data/dataset.h"
 #include "frugal/data/idx.h"
 #include "frugal/data/instruction_data.h"
+#include "frugal/data/shard_meta.h"
 #include "frugal/data/synthetic.h"
 #include "frugal/data/text.h"
 #include "frugal/data/token_dataset.h"
@@ -64,7 +65,20 @@ std::shared_ptr<Dataset> token_dataset(const DataConfig& data, const ModelConfig
                     "(needs {})",
                     source.key, source.path, stream.size(), T, T + 1));
   }
-  auto all = std::make_shared<TokenDataset>(std::move(stream), T, text ? -1 : data.eot_token);
+  const std::optional<ShardTokenizer> tokenizer =
+      text ? std::optional<ShardTokenizer>(ShardTokenizer{"bytes", "", 256, std::nullopt})
+           : read_shard_tokenizer(stream, source.key);
+  check_data_tokenizer(data, model, tokenizer, source.key, source.path);
+  int64_t eot = text ? -1 : data.eot_token;
+  if (eot < 0 && !text && tokenizer && tokenizer->eot_token && model.type == "llama") {
+    // Documents stay apart, as data.eot_token does when set.
+    eot = *tokenizer->eot_token;
+    if (split == Split::train) {
+      log::info(fmt::format("data: documents end at token {} (data.eot_token, from '{}')", eot,
+                            shard_meta_path(stream.shards().front().path).string()));
+    }
+  }
+  auto all = std::make_shared<TokenDataset>(std::move(stream), T, eot);
   auto [first, count] = split_range(data, source, split, all->size());
   // Only the tokens this split reads: train and val each check their own part.
   all->stream().check_vocab(model.vocab_size, first * T, (first + count) * T + 1, source.key);
@@ -109,14 +123,30 @@ std::shared_ptr<Dataset> instruction_dataset(const DataConfig& data, const Model
   auto [first, count] = split_range(data, source, split, total);
   std::vector<LabeledTokens> mine(std::make_move_iterator(samples.begin() + first),
                                   std::make_move_iterator(samples.begin() + first + count));
-  auto dataset = std::make_shared<InstructionDataset>(std::move(mine),
-                                                      resolved_seq_len(data, model), data.packing);
+  const int64_t T = resolved_seq_len(data, model);
+  if (count == 0) return std::make_shared<InstructionDataset>(std::move(mine), T, data.packing);
+  if (data.max_tokens_per_batch > 0 && data.max_tokens_per_batch < T) {
+    throw Error(
+        fmt::format("data.max_tokens_per_batch: {} is less than the {} positions of a "
+                    "sample (data.seq_len), which must fit one batch",
+                    data.max_tokens_per_batch, T));
+  }
+  auto dataset = std::make_shared<InstructionDataset>(
+      std::move(mine), T, data.packing, data.max_tokens_per_batch, data.micro_batch_size);
+  const std::string batches =
+      data.max_tokens_per_batch > 0
+          ? fmt::format(", {} batches of at most {} tokens ({:.1f}% of their positions real)",
+                        dataset->size(), data.max_tokens_per_batch, 100.0 * dataset->fill())
+          : "";
   log::info(fmt::format(
-      "data ({}): {} samples{}{}, {} rows{}", split == Split::train ? "train" : "val", count,
+      "data ({}): {} samples{}{}, {} rows{}{}", split == Split::train ? "train" : "val", count,
       stats.no_target ? fmt::format(" ({} skipped: nothing to learn)", stats.no_target) : "",
       stats.truncated ? fmt::format(" ({} truncated {})", stats.truncated, data.truncate) : "",
-      dataset->size(),
-      data.packing ? fmt::format(", packed {:.1f}% full", 100.0 * dataset->fill()) : ""));
+      dataset->rows(),
+      data.packing && data.max_tokens_per_batch == 0
+          ? fmt::format(", packed {:.1f}% full", 100.0 * dataset->fill())
+          : "",
+      batches));
   return dataset;
 }
 

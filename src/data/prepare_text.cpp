@@ -5,14 +5,15 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <fstream>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <system_error>
 
 #include "files.h"
+#include "frugal/data/shard_meta.h"
 #include "frugal/data/text.h"
 #include "frugal/data/tokenizer.h"
 #include "frugal/io/atomic_file.h"
@@ -132,6 +133,25 @@ int64_t write_tokenized(const std::vector<std::string>& inputs, const Tokenizer&
   return total;
 }
 
+// The written shard under its name, with its meta file: the meta file first, so that a shard
+// never stands without the one its tokens were written for (a stale one from an earlier shard
+// of that name is replaced, or removed when the rename fails).
+void publish(TempFile& temp, const std::string& output, const ShardTokenizer& tokenizer,
+             int64_t tokens) {
+  try {
+    write_shard_meta(output, tokenizer, tokens);
+  } catch (const Error& e) {
+    throw Error(fmt::format("prepare-text: {}", e.what()));
+  }
+  if (std::rename(temp.path.c_str(), output.c_str()) != 0) {
+    const int error = errno;
+    std::remove(shard_meta_path(output).c_str());
+    throw Error(fmt::format("prepare-text: cannot write '{}': {}", output,
+                            std::generic_category().message(error)));
+  }
+  temp.keep = true;
+}
+
 }  // namespace
 
 int64_t prepare_text_tokenized(const std::vector<std::string>& inputs, const std::string& output,
@@ -155,15 +175,14 @@ int64_t prepare_text_tokenized(const std::vector<std::string>& inputs, const std
                        ? std::filesystem::path(tokenizer_path)
                        : std::filesystem::path(tokenizer_path).parent_path();
   const auto eos = end_of_text_token(*tokenizer, dir);
+  const TokenizerIdentity identity = tokenizer_identity(tokenizer_path);
   io::MadeFolders folders;
   make_parent_directory(output, folders);
   TempFile temp{fmt::format("{}.tmp-{}", output, ::getpid())};
   const int64_t total = write_tokenized(inputs, *tokenizer, eos, format, width, temp.path, output);
-  if (std::rename(temp.path.c_str(), output.c_str()) != 0) {
-    throw Error(fmt::format("prepare-text: cannot write '{}': {}", output,
-                            std::generic_category().message(errno)));
-  }
-  temp.keep = true;
+  publish(temp, output,
+          ShardTokenizer{identity.hash, identity.file.string(), tokenizer->vocab_size(), eos},
+          total);
   folders.keep();
   // One line, with what a config needs next: the end-of-text id (data.eot_token) and the
   // vocabulary's size (model.vocab_size at least).
@@ -200,11 +219,7 @@ int64_t prepare_text(const std::vector<std::string>& inputs, const std::string& 
   // Same directory as the output, so the rename is atomic (never across file systems).
   TempFile temp{fmt::format("{}.tmp-{}", output, ::getpid())};
   write_shard(streams, total, format, temp.path, output);
-  if (std::rename(temp.path.c_str(), output.c_str()) != 0) {
-    throw Error(fmt::format("prepare-text: cannot write '{}': {}", output,
-                            std::generic_category().message(errno)));
-  }
-  temp.keep = true;
+  publish(temp, output, ShardTokenizer{"bytes", "", 256, std::nullopt}, total);
   folders.keep();
   log::info(fmt::format("prepare-text: wrote {} tokens (bytes: vocabulary 256, no end-of-text "
                         "token) to '{}' ({})",

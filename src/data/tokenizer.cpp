@@ -16,9 +16,11 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "bpe_tables.h"
+#include "frugal/io/atomic_file.h"
+#include "frugal/io/hash.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
-#include "bpe_tables.h"
 #include "regex_split.h"
 #include "sentencepiece_tokenizer.h"
 #include "unicode_normalize.h"
@@ -491,6 +493,32 @@ std::shared_ptr<Tokenizer> Tokenizer::load(const fs::path& path) {
     }
   }
   return load_tokenizer_json(file);
+}
+
+bool has_tokenizer_file(const fs::path& dir) {
+  if (fs::exists(dir / "tokenizer.json")) return true;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.is_regular_file() && is_sentencepiece_file(entry.path())) return true;
+  }
+  return false;
+}
+
+TokenizerIdentity tokenizer_identity(const fs::path& path) {
+  TokenizerIdentity out;
+  out.file = fs::is_directory(path) ? tokenizer_file_in(path) : path;
+  if (is_sentencepiece_file(out.file)) {
+    out.hash = "fnv1a64:" + io::fnv1a64_hex(io::read_file(out.file));
+    return out;
+  }
+  json j = json_input::parse_file(out.file, json_input::kTokenizerMaxBytes);
+  // How a caller wants batches cut is not what the tokens are.
+  if (j.is_object()) {
+    j.erase("truncation");
+    j.erase("padding");
+  }
+  out.hash = "fnv1a64:" + io::fnv1a64_hex(j.dump());  // objects dump with sorted keys
+  return out;
 }
 
 int64_t end_of_text_token(const Tokenizer& tokenizer, const std::filesystem::path& dir) {

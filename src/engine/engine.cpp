@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <torch/autograd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -13,22 +14,52 @@
 #include "frugal/models/model.h"
 #include "frugal/optim/clip.h"
 #include "frugal/optim/fused_adam.h"
-#include "frugal/strategy/offload.h"
 #include "frugal/optim/optimizer.h"
 #include "frugal/strategy/activation_offload.h"
 #include "frugal/strategy/checkpointing.h"
 #include "frugal/strategy/in_backward_update.h"
+#include "frugal/strategy/offload.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
 #include "frugal/util/trace.h"
 
 namespace frugal {
 
+namespace {
+
+// A batch of whole micro-batches (Batch::parts): k of them, each parts / k consecutive parts
+// cut to its own longest row, so a token-capped micro-batch stays within its cap.
+std::vector<Batch> split_at_parts(const Batch& batch, int64_t k) {
+  const auto n = static_cast<int64_t>(batch.parts.size());
+  if (n % k != 0) {
+    throw Error(
+        fmt::format("strategy.accumulation: cannot split {} token-capped batches into {} "
+                    "micro-batches",
+                    n, k));
+  }
+  std::vector<Batch> out;
+  out.reserve(k);
+  int64_t first = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    int64_t rows = 0, positions = 0;
+    for (int64_t p = i * (n / k); p < (i + 1) * (n / k); ++p) {
+      rows += batch.parts[p].rows;
+      positions = std::max(positions, batch.parts[p].positions);
+    }
+    out.push_back(batch.rows(first, rows).columns(positions));
+    first += rows;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<Batch> split_batch(const Batch& batch, int64_t k) {
   if (k < 1 || batch.size() < k) {
     throw Error("strategy.accumulation: cannot split a batch of " + std::to_string(batch.size()) +
                 " samples into " + std::to_string(k) + " micro-batches");
   }
+  if (!batch.parts.empty()) return split_at_parts(batch, k);
   if (k == 1) return {batch};
   // As tensor_split cuts: the first n % k micro-batches take one sample more.
   const int64_t n = batch.size();

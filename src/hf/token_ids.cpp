@@ -42,9 +42,7 @@ TokenIds special_token_ids(const fs::path& source_dir, int64_t eot_token) {
   }
   if (ids.eos.empty() && !source_dir.empty() && fs::is_directory(source_dir)) {
     // No id in config.json: the folder's tokenizer's end of text, if it has a tokenizer.
-    const bool has_tokenizer = fs::exists(source_dir / "tokenizer.json") ||
-                               fs::exists(source_dir / "tokenizer.model");
-    if (has_tokenizer) {
+    if (has_tokenizer_file(source_dir)) {
       ids.eos = std::to_string(end_of_text_token(*Tokenizer::load(source_dir), source_dir));
     }
   }

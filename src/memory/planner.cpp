@@ -85,7 +85,7 @@ int64_t measure_activations(const Config& cfg, const ActivationKey& key, int64_t
   engine.setup(model, make_optimizer(sgd, *model));
   auto data = make_dataset(cfg.data, cfg.model, Split::train, cfg.run.seed);
   LoaderOptions lo;
-  lo.batch_size = cfg.data.micro_batch_size;
+  lo.batch_size = micro_batch_items(cfg.data);
   lo.num_workers = 0;
   DataLoader loader(data, lo);
   Batch batch = loader.next().to(device);

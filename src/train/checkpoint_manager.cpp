@@ -6,10 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "frugal/config/load.h"
+#include "frugal/data/loader.h"
 #include "frugal/distributed/checkpoint_reader.h"
 #include "frugal/engine/state.h"
-#include "frugal/io/checkpoint.h"
 #include "frugal/hf/folder.h"
+#include "frugal/io/checkpoint.h"
 #include "frugal/io/checkpoint_meta.h"
 #include "frugal/models/finetune.h"
 #include "frugal/util/error.h"
@@ -29,7 +30,7 @@ CheckpointManager::CheckpointManager(const Config& cfg, fs::path dir, Engine& en
 }
 
 int64_t CheckpointManager::global_batch() const {
-  return cfg_.data.micro_batch_size * cfg_.strategy.accumulation * (comm_ ? comm_->size() : 1);
+  return micro_batch_items(cfg_.data) * cfg_.strategy.accumulation * (comm_ ? comm_->size() : 1);
 }
 
 void CheckpointManager::barrier() const {

@@ -13,11 +13,11 @@ Evaluator::Evaluator(const Config& cfg, std::shared_ptr<Dataset> val_data, Model
     : cfg_(cfg), data_(std::move(val_data)), model_(model), sharding_(sharding), device_(device) {}
 
 double Evaluator::evaluate() {
-  if (!data_ || data_->size() < cfg_.data.micro_batch_size) {
+  if (!data_ || data_->size() < micro_batch_items(cfg_.data)) {
     return std::numeric_limits<double>::quiet_NaN();
   }
   LoaderOptions opts;
-  opts.batch_size = cfg_.data.micro_batch_size;
+  opts.batch_size = micro_batch_items(cfg_.data);
   opts.shuffle = false;
   opts.num_workers = 0;
   DataLoader loader(data_, opts);

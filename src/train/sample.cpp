@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 std::shared_ptr<Tokenizer> sample_tokenizer(const Config& cfg) {
   if (!cfg.generate.tokenizer.empty()) return Tokenizer::load(cfg.generate.tokenizer);
   const fs::path from = cfg.model.init_from;
-  if (!from.empty() && (fs::exists(from / "tokenizer.json") || fs::exists(from / "tokenizer.model"))) {
+  if (!from.empty() && has_tokenizer_file(from)) {
     return Tokenizer::load(from);
   }
   return nullptr;

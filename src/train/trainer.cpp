@@ -135,7 +135,7 @@ struct Trainer::Impl {
 
     auto train_data = make_dataset(cfg.data, cfg.model, Split::train, cfg.run.seed);
     LoaderOptions lopts;
-    lopts.batch_size = cfg.data.micro_batch_size * cfg.strategy.accumulation;
+    lopts.batch_size = micro_batch_items(cfg.data) * cfg.strategy.accumulation;
     lopts.shuffle = cfg.data.shuffle;
     lopts.seed = cfg.run.seed;
     lopts.num_workers = cfg.data.num_workers;

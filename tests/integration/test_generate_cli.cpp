@@ -43,6 +43,35 @@ TEST_CASE("frugal generate greedy equals transformers on Llama and Qwen2 folders
     CHECK(got["stopped"].get<bool>() == (kind == "llama-eos"));
     CHECK(got["tokens"].size() == (kind == "llama-eos" ? 10u : 64u));
   }
+  // An export keeps the model's identity: a run fine-tuned from llama-eos (a learning rate too
+  // small to move a weight, so it still stops after 10 tokens) and exported stops in
+  // transformers' generate where frugal generate on the run stops.
+  {
+    auto ft = test::frugal(
+        "train --set run.dir=" + test::quote(dir.path().string()) +
+        " --set run.name=ft --set model.size= --set model.type=llama --set model.init_from=" +
+        test::quote((dir / "llama-eos").string()) +
+        " --set data.type=synthetic --set data.seq_len=16"
+        " --set data.micro_batch_size=4 --set train.max_steps=2"
+        " --set optim.lr=1e-9 --set schedule.min_lr=0 --set train.eval_batches=0"
+        " --set generate.tokens=0 --set train.progress=none");
+    INFO(ft.out << ft.err);
+    REQUIRE(ft.exit_code == 0);
+    auto e = test::frugal("export " + test::quote((dir / "ft").string()) + " --format hf -o " +
+                          test::quote((dir / "ft-hf").string()));
+    INFO(e.out << e.err);
+    REQUIRE(e.exit_code == 0);
+    auto greedy = test::python_script(
+        "generate_reference.py",
+        "greedy " + test::quote((dir / "ft-hf").string()) + " " + kPrompt + " 64");
+    INFO(greedy.out << greedy.err);
+    REQUIRE(greedy.exit_code == 0);
+    const auto theirs = nlohmann::json::parse(greedy.out.substr(greedy.out.rfind('[')));
+    const nlohmann::json ours = generate_ids(dir / "ft");
+    CHECK(ours["stopped"].get<bool>());
+    CHECK(ours["tokens"] == theirs);
+    CHECK(theirs.size() == 10u);
+  }
   // Sampling is reproducible from the seed and differs from greedy.
   const nlohmann::json a =
       generate_ids(dir / "llama", " --temperature 1 --top-k 20 --top-p 0.9 --seed 7");

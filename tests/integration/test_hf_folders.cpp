@@ -173,8 +173,6 @@ TEST_CASE("the README's fine-tuning example runs as written", "[integration][pyt
   auto trained = test::run_command(
       cd + test::frugal_binary() + " train " +
       test::quote((test::source_dir() / "configs/llama-finetune.yaml").string()) +
-      // The smaller vocabulary's end-of-text id (vocabulary - 1, as with the default 1024).
-      " --set data.eot_token=319"
       " --set train.max_steps=4 --set train.eval_every=2 --set train.eval_batches=1"
       " --set train.checkpoint_every=2 --set train.progress=none"
       // A greedy sample through the folder's tokenizer, compared with transformers' below.
@@ -182,6 +180,8 @@ TEST_CASE("the README's fine-tuning example runs as written", "[integration][pyt
   INFO(trained.out << trained.err);
   REQUIRE(trained.exit_code == 0);
   CHECK_THAT(trained.out, Catch::Contains("steps: 4") && Catch::Contains("val loss"));
+  // The end-of-text id from the shard's meta file (the smaller vocabulary's last id).
+  CHECK_THAT(trained.out + trained.err, Catch::Contains("documents end at token 319"));
   auto exported = test::run_command(cd + test::frugal_binary() +
                                     " export runs/llama-finetune --format hf -o models/tiny-llama-ft");
   INFO(exported.out << exported.err);
@@ -222,7 +222,7 @@ TEST_CASE("the README's fine-tuning example runs as written", "[integration][pyt
   auto qlora = test::run_command(
       cd + test::frugal_binary() + " train " +
       test::quote((test::source_dir() / "configs/llama-qlora.yaml").string()) +
-      " --set data.eot_token=319 --set train.max_steps=4 --set train.eval_every=2"
+      " --set train.max_steps=4 --set train.eval_every=2"
       " --set train.eval_batches=1 --set train.checkpoint_every=2 --set train.progress=none");
   INFO(qlora.out << qlora.err);
   REQUIRE(qlora.exit_code == 0);

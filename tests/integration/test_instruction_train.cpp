@@ -1,49 +1,18 @@
 // Training on instruction data (data.type tokenized): the loss counts only labelled tokens, so
 // accumulation and packing do not change a step; a run resumes exactly mid-epoch.
 #include <catch2/catch.hpp>
-#include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
-#include <random>
 
 #include "support/cli.h"
+#include "support/instruction_samples.h"
 
 using namespace frugal;
-
-namespace instruction_train_test {
-
-// 64 samples of 4 to 40 random tokens of 64, the first 1 to n - 1 of them not learned.
-void write_samples(const std::filesystem::path& file) {
-  std::mt19937 rng(1);
-  std::ofstream out(file);
-  for (int i = 0; i < 64; ++i) {
-    const int n = 4 + static_cast<int>(rng() % 37), k = 1 + static_cast<int>(rng() % (n - 1));
-    nlohmann::json ids = nlohmann::json::array(), labels = nlohmann::json::array();
-    for (int t = 0; t < n; ++t) {
-      ids.push_back(static_cast<int>(rng() % 64));
-      labels.push_back(t < k ? -100 : ids.back().get<int>());
-    }
-    out << nlohmann::json{{"input_ids", ids}, {"labels", labels}}.dump() << "\n";
-  }
-}
-
-std::vector<nlohmann::json> rows(const std::filesystem::path& metrics) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains("grad_norm")) out.push_back(j);
-  }
-  return out;
-}
-
-}  // namespace instruction_train_test
-
-using namespace instruction_train_test;
 
 TEST_CASE("instruction data trains the same under accumulation and packing and resumes exactly",
           "[integration][data][instruction]") {
   test::TempDir dir("frugal-sft");
-  write_samples(dir / "d.jsonl");
+  test::write_tokenized_samples(dir / "d.jsonl");
   const std::string common =
       "train --set run.dir=" + test::quote((dir / "runs").string()) +
       " --set model.type=llama --set model.size= --set model.dropout=0 --set model.vocab_size=64"
@@ -57,7 +26,7 @@ TEST_CASE("instruction data trains the same under accumulation and packing and r
     auto r = test::frugal(common + " --set run.name=" + name + " " + extra);
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
-    return rows(dir / "runs" / name / "metrics.jsonl");
+    return test::step_rows(dir / "runs" / name / "metrics.jsonl");
   };
   // Accumulation: micro-batches padded to their own longest sample give the step of one batch.
   const auto whole = train("b4", "--set train.max_steps=4 --set data.micro_batch_size=4");
@@ -80,11 +49,39 @@ TEST_CASE("instruction data trains the same under accumulation and packing and r
   INFO(packed_run.out << packed_run.err);
   REQUIRE(packed_run.exit_code == 0);
   CHECK_THAT(packed_run.out + packed_run.err, Catch::Contains("64 samples, 28 rows, packed"));
-  const auto packed = rows(dir / "runs" / "packed" / "metrics.jsonl");
+  const auto packed = test::step_rows(dir / "runs" / "packed" / "metrics.jsonl");
   REQUIRE(packed.size() == 1);
   CHECK(packed[0]["loss"].get<double>() == Approx(unpacked[0]["loss"].get<double>()).epsilon(1e-5));
   CHECK(packed[0]["grad_norm"].get<double>() ==
         Approx(unpacked[0]["grad_norm"].get<double>()).epsilon(1e-5));
+  // Token-capped batches (data.max_tokens_per_batch): every batch of the epoch in one step,
+  // as accumulated micro-batches each cut to its own longest row, gives the step of all the
+  // samples at once.
+  const std::string cap = " --set data.max_tokens_per_batch=96 --set data.micro_batch_size=64";
+  auto probe = test::frugal(common + " --set run.name=cap_probe --set train.max_steps=1" + cap);
+  INFO(probe.out << probe.err);
+  REQUIRE(probe.exit_code == 0);
+  const std::string log = probe.out + probe.err;
+  const size_t at = log.find(" batches of at most 96 tokens");
+  REQUIRE(at != std::string::npos);
+  const int groups = std::stoi(log.substr(log.rfind(", ", at) + 2));
+  std::cout << "64 samples in " << groups << " batches of at most 96 tokens\n";
+  CHECK(groups >= 64 * 4 / 96);  // > 4 positions a sample on average
+  const auto capped = train(
+      "cap", "--set train.max_steps=1 --set strategy.accumulation=" + std::to_string(groups) + cap);
+  REQUIRE(capped.size() == 1);
+  CHECK(capped[0]["loss"].get<double>() == Approx(unpacked[0]["loss"].get<double>()).epsilon(1e-5));
+  CHECK(capped[0]["grad_norm"].get<double>() ==
+        Approx(unpacked[0]["grad_norm"].get<double>()).epsilon(1e-5));
+  // ... and resume exactly mid-epoch, as below.
+  const std::string capped2 = cap + " --set strategy.accumulation=2 --set train.checkpoint_every=3";
+  const auto capped_straight = train("cs", "--set train.max_steps=6" + capped2);
+  train("cr", "--set train.max_steps=3" + capped2);
+  const auto capped_resumed =
+      train("cr", "--set train.max_steps=6 --set run.resume=auto" + capped2);
+  REQUIRE(capped_resumed.size() == 6);
+  CHECK(capped_resumed[5]["loss"].get<double>() == capped_straight[5]["loss"].get<double>());
+
   // Resume mid-epoch (shuffled, 16 steps of 4 samples an epoch): 3 + 3 steps equal 6.
   const auto straight = train("s", "--set train.max_steps=6 --set data.micro_batch_size=4");
   train("r",

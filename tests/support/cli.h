@@ -3,7 +3,9 @@
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "support/helpers.h"
 
@@ -38,6 +40,17 @@ inline nlohmann::json last_json_line(const std::string& out) {
   const size_t at = out.rfind("{\"");
   REQUIRE(at != std::string::npos);
   return nlohmann::json::parse(out.substr(at, out.find('\n', at) - at));
+}
+
+// The training steps' rows of a run's metrics.jsonl (those with a grad_norm), in order.
+inline std::vector<nlohmann::json> step_rows(const std::filesystem::path& metrics) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(read_text(metrics));
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("grad_norm")) out.push_back(j);
+  }
+  return out;
 }
 
 inline int count_lines(const std::string& s) {

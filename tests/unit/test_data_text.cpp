@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "frugal/data/dataset.h"
+#include "frugal/data/shard_meta.h"
 #include "frugal/data/text.h"
 #include "frugal/data/token_dataset.h"
 #include "unit/test_data_files.h"
@@ -77,5 +78,12 @@ TEST_CASE("prepare_text: round trip through both shard formats", "[data][unit]")
     write_bytes(dir / "a.txt", "abc\n");
   }
   // Nothing but the inputs and the outputs: the temporary files were renamed away.
-  CHECK(count_entries(dir.str()) == 4);  // a.txt, more/, nanogpt.bin, llmc.bin
+  CHECK(count_entries(dir.str()) == 6);  // a.txt, more/, nanogpt.bin(.json), llmc.bin(.json)
+  // Each shard's meta file: byte tokens, the overwritten shard's count.
+  const auto meta = read_shard_tokenizer(
+      open_token_files(dir / "llmc.bin", TokenFormat::detect, "data.path"), "data.path");
+  REQUIRE(meta);
+  CHECK(meta->hash == "bytes");
+  CHECK(meta->vocab_size == 256);
+  CHECK(!meta->eot_token);
 }

@@ -5,11 +5,14 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <iostream>
+#include <numeric>
 #include <random>
 #include <set>
 
 #include "frugal/data/batch.h"
 #include "frugal/data/instruction_data.h"
+#include "frugal/engine/engine.h"
 #include "frugal/util/error.h"
 #include "support/helpers.h"
 
@@ -131,4 +134,68 @@ TEST_CASE("instruction rows shift labels and keep padding out of the loss",
     CHECK(row(b.position_ids, 0) == std::vector<int64_t>{0, 1, 2, 0, 1, 0, 1, 2});
     CHECK(d.fill() == Approx(5.0 / 8.0));
   }
+}
+
+TEST_CASE("token-capped batches hold at most max_tokens_per_batch positions and split at them",
+          "[unit][data][instruction]") {
+  // Heavy-tailed lengths: 400 samples of 3 to 129 tokens.
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(1e-3, 1.0);
+  std::vector<LabeledTokens> samples;
+  for (int i = 0; i < 400; ++i) {
+    const auto n = std::min<int32_t>(129, 3 + static_cast<int32_t>(6.0 / std::pow(u(rng), 0.8)));
+    std::vector<int32_t> ids(static_cast<size_t>(n), i % 50);
+    samples.push_back({ids, ids});
+  }
+  const int64_t cap = 256, max_rows = 16;
+  InstructionDataset capped(samples, 128, false, cap, max_rows);
+  InstructionDataset plain(samples, 128, false);
+  std::multiset<int64_t> seen;  // each sample's first token, once per sample
+  for (int64_t i = 0; i < capped.size(); ++i) {
+    const Batch b = capped.get({i});
+    CHECK(b.x.numel() <= cap);
+    CHECK(b.size() <= max_rows);
+    REQUIRE(b.parts.size() == 1);
+    CHECK(b.parts[0].rows == b.size());
+    CHECK(b.parts[0].positions == b.x.size(1));
+    for (int64_t r = 0; r < b.size(); ++r) seen.insert(b.x[r][0].item<int64_t>());
+  }
+  std::multiset<int64_t> want;
+  for (const auto& s : samples) want.insert(s.ids[0]);
+  CHECK(seen == want);
+  CHECK(capped.rows() == 400);
+  // Rows of like length together: little padding, where 16 random rows a batch pad much more.
+  std::cout << "token-capped batches: " << capped.size() << ", " << 100.0 * capped.fill()
+            << "% real\n";
+  CHECK(capped.fill() > 0.9);
+  double random_fill = 0;
+  {
+    int64_t real = 0, held = 0;
+    for (int64_t i = 0; i + 16 <= plain.size(); i += 16) {
+      std::vector<int64_t> idx(16);
+      std::iota(idx.begin(), idx.end(), i);
+      const Batch b = plain.get(idx);
+      real += b.num_targets();
+      held += b.x.numel();
+    }
+    random_fill = static_cast<double>(real) / static_cast<double>(held);
+  }
+  CHECK(capped.fill() > random_fill + 0.2);
+
+  // Several items in one batch (accumulation): split_batch gives each item's batch exactly,
+  // cut to its own length.
+  const Batch joined = capped.get({3, 0, 5});
+  REQUIRE(joined.parts.size() == 3);
+  const auto micro = split_batch(joined, 3);
+  REQUIRE(micro.size() == 3);
+  const std::vector<int64_t> items = {3, 0, 5};
+  for (size_t k = 0; k < 3; ++k) {
+    const Batch alone = capped.get({items[k]});
+    CHECK(micro[k].x.sizes() == alone.x.sizes());
+    CHECK(at::equal(micro[k].x, alone.x));
+    CHECK(at::equal(micro[k].y, alone.y));
+  }
+  CHECK_THROWS_WITH(split_batch(joined, 2), Catch::Contains("cannot split 3 token-capped"));
+  // A row longer than the cap cannot be batched.
+  CHECK_THROWS(InstructionDataset(samples, 128, false, 64, 16));
 }

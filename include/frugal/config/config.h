@@ -112,8 +112,12 @@ struct DataConfig {
   int64_t synthetic_samples = 4096;  // synthetic: how many samples in the training split
   // tokens: the end-of-text token that closes each document (prepare-text's); set, samples
   // carry position ids that restart after it, and attention stays within documents (llama).
-  // -1 = off: attention spans the whole window.
+  // -1 = the shard's meta file's end of text for a llama, else off (attention spans the
+  // whole window).
   int64_t eot_token = -1;
+  // tokens, text: with a model.init_from folder that has a tokenizer, data made by another
+  // tokenizer (a shard's meta file says which; text is bytes) is refused unless this is set.
+  bool allow_tokenizer_mismatch = false;
   // Instruction data (chat: JSONL conversations; tokenized: JSONL input_ids / labels), see
   // docs/finetuning.md. chat: the template (auto = the one the tokenizer folder's
   // tokenizer_config.json holds), the tokenizer (a folder; empty = model.init_from), which
@@ -126,6 +130,10 @@ struct DataConfig {
   // longer than seq_len + 1 tokens is cut (right: its end goes, left: its start) or refused.
   bool packing = false;
   std::string truncate = "right";
+  // chat and tokenized: > 0 caps a micro-batch by positions (rows x its longest row, padding
+  // included) instead of by samples alone: rows of like length are grouped into batches of at
+  // most this many positions and at most micro_batch_size rows.
+  int64_t max_tokens_per_batch = 0;
 };
 
 struct OptimConfig {

@@ -5,6 +5,7 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace frugal {
 
@@ -22,6 +23,14 @@ struct Batch {
   at::Tensor position_ids;    // each token's position; one that does not follow the previous
                               // by one starts a new document, and attention stays within
                               // documents (packing)
+  // Set when the data set's items are whole micro-batches (data.max_tokens_per_batch): the
+  // items this batch joins, in order, each its rows and its own length (the batch is padded
+  // to the longest). split_batch cuts at them, so each micro-batch is one of those batches.
+  struct Part {
+    int64_t rows = 0;
+    int64_t positions = 0;
+  };
+  std::vector<Part> parts;
 
   int64_t size() const { return x.defined() ? x.size(0) : 0; }
   // How many loss terms this batch contributes: integer targets other than kIgnoreIndex, or
@@ -31,8 +40,10 @@ struct Batch {
   int64_t num_targets() const;
   // Every defined tensor on `device`; asynchronous from pinned memory when non_blocking.
   Batch to(const c10::Device& device, bool non_blocking = false) const;
-  // Rows [first, first + count) of every defined tensor (views).
+  // Rows [first, first + count) of every defined tensor (views), without parts.
   Batch rows(int64_t first, int64_t count) const;
+  // The first `positions` columns of every defined (B, T) tensor (views), without parts.
+  Batch columns(int64_t positions) const;
 };
 
 }  // namespace frugal

@@ -65,25 +65,41 @@ std::vector<LabeledTokens> read_tokenized_samples(const std::filesystem::path& f
 std::vector<std::vector<int64_t>> pack_best_fit_decreasing(const std::vector<int64_t>& lengths,
                                                            int64_t capacity);
 
+// Rows grouped into batches by positions (data.max_tokens_per_batch): longest first, each
+// batch at most max_rows rows and at most max_positions positions (its rows x its longest),
+// so rows of like length share a batch and little is padding. Deterministic: ties keep the
+// input order. Each batch lists its row indices.
+std::vector<std::vector<int64_t>> group_by_positions(const std::vector<int64_t>& lengths,
+                                                     int64_t max_positions, int64_t max_rows);
+
 // Samples as a data set. Each sample of n tokens gives n - 1 positions (input token, next
 // token's label). Packed: rows of exactly seq_len positions holding several samples, position
 // ids restarting at 0 for each (a model that takes them keeps attention within a sample), the
 // rest of a row padding; else one sample a row, a batch padded at its end to its longest
 // row. Padding is token 0 with label kIgnoreIndex (right padding needs no attention mask
 // under causal attention: no real token attends to a later one).
+// With max_tokens_per_batch > 0 an item is a whole batch of rows (group_by_positions, at most
+// max_rows of them) and a Batch of several items records them in Batch::parts.
 class InstructionDataset : public Dataset {
  public:
-  InstructionDataset(std::vector<LabeledTokens> samples, int64_t seq_len, bool packing);
-  int64_t size() const override { return static_cast<int64_t>(rows_.size()); }
+  InstructionDataset(std::vector<LabeledTokens> samples, int64_t seq_len, bool packing,
+                     int64_t max_tokens_per_batch = 0, int64_t max_rows = 0);
+  int64_t size() const override { return static_cast<int64_t>(items_.size()); }
   Batch get(const std::vector<int64_t>& indices) const override;
-  // Of the positions the rows hold (seq_len each when packed), how many are samples' tokens.
+  // Of the positions the batches hold (rows x seq_len when packed, else rows x the longest
+  // row of the batch, one row a batch without max_tokens_per_batch), how many are samples'.
   double fill() const;
+  int64_t rows() const { return static_cast<int64_t>(rows_.size()); }
 
  private:
+  int64_t row_positions(int64_t row) const;
+
   std::vector<LabeledTokens> samples_;
-  std::vector<std::vector<int64_t>> rows_;  // each row's samples
+  std::vector<std::vector<int64_t>> rows_;   // each row's samples
+  std::vector<std::vector<int64_t>> items_;  // each item's rows: one, or a token-capped batch
   int64_t seq_len_;
   bool packing_;
+  bool grouped_;
 };
 
 // The samples of data.type chat or tokenized in `file` (data.path or data.val_path), cut to

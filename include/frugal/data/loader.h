@@ -30,7 +30,12 @@ struct LoaderOptions {
   int world_size = 1;
 };
 
-// data.micro_batch_size, shuffle, num_workers and pin_memory, with the run's seed and rank.
+// The data set items a micro-batch takes: data.micro_batch_size samples, or one token-capped
+// batch under data.max_tokens_per_batch (chat and tokenized data, whose items are then whole
+// batches).
+int64_t micro_batch_items(const DataConfig& data);
+
+// micro_batch_items, shuffle, num_workers and pin_memory, with the run's seed and rank.
 LoaderOptions loader_options(const DataConfig& data, uint64_t seed, int rank = 0,
                              int world_size = 1);
 

@@ -41,15 +41,31 @@ class Tokenizer {
   virtual std::optional<int64_t> end_of_text_id() const { return std::nullopt; }
 };
 
-// The end-of-text id of the tokenizer in folder `dir`: tokenizer_config.json's eos_token, else
-// the one the tokenizer file declares, else <|endoftext|>, <|end_of_text|> or </s>; a
-// frugal::Error naming the folder when it has none.
 // `bytes` as valid UTF-8: each maximal ill-formed subpart replaced by U+FFFD (Unicode's
 // "substitution of maximal subparts", as Python's bytes.decode("utf-8", "replace") and Rust's
 // String::from_utf8_lossy do it, and so the `tokenizers` package's byte-level decoding): what
 // decode() gives for tokens that split a character.
 std::string utf8_lossy(std::string_view bytes);
 
+// The end-of-text id of the tokenizer in folder `dir`: tokenizer_config.json's eos_token, else
+// the one the tokenizer file declares, else <|endoftext|>, <|end_of_text|> or </s>; a
+// frugal::Error naming the folder when it has none.
 int64_t end_of_text_token(const Tokenizer& tokenizer, const std::filesystem::path& dir);
+
+// Whether folder `dir` holds a tokenizer file Tokenizer::load would look for (tokenizer.json or
+// a SentencePiece *.model).
+bool has_tokenizer_file(const std::filesystem::path& dir);
+
+// The file that defines the tokenizer at `path` (a file, or a folder: its tokenizer.json, else
+// its SentencePiece model), and that file's identity for telling two tokenizers apart:
+// "fnv1a64:<16 hex digits>" of a tokenizer.json's content as parsed (so formatting, key order
+// and its truncation / padding settings do not count) or of a SentencePiece model's bytes.
+// Token shards record it (prepare-text), so that training can refuse a model whose tokenizer
+// is another one. A frugal::Error names the file that cannot be read.
+struct TokenizerIdentity {
+  std::filesystem::path file;
+  std::string hash;
+};
+TokenizerIdentity tokenizer_identity(const std::filesystem::path& path);
 
 }  // namespace frugal

@@ -1,0 +1,29 @@
+// Instruction samples for tests: a tokenized JSONL file of random token ids, each sample's
+// first tokens not learned (label -100), as data.type tokenized reads it.
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+namespace frugal::test {
+
+// `count` samples of 4 to 40 random tokens below `vocab`, the first 1 to n - 1 of them not
+// learned; the same file for the same seed.
+inline void write_tokenized_samples(const std::filesystem::path& file, int count = 64,
+                                    int vocab = 64, unsigned seed = 1) {
+  std::mt19937 rng(seed);
+  std::ofstream out(file);
+  for (int i = 0; i < count; ++i) {
+    const int n = 4 + static_cast<int>(rng() % 37), k = 1 + static_cast<int>(rng() % (n - 1));
+    nlohmann::json ids = nlohmann::json::array(), labels = nlohmann::json::array();
+    for (int t = 0; t < n; ++t) {
+      ids.push_back(static_cast<int>(rng() % static_cast<unsigned>(vocab)));
+      labels.push_back(t < k ? -100 : ids.back().get<int>());
+    }
+    out << nlohmann::json{{"input_ids", ids}, {"labels", labels}}.dump() << "\n";
+  }
+}
+
+}  // namespace frugal::test
