@@ -6,6 +6,10 @@
       bf16) ROUNDS times after one warm-up; prints one JSON line: the median seconds and the
       new ids of the last round.
   python_generate.py weights DIR            the folder's parameter count (one JSON line)
+  python_generate.py ceiling DIR DTYPE      tokens/s of the folder's matrix products alone: one
+      row through torch's linear for every weight matrix (the output head included), as one
+      decoded token computes them, the best of 5 passes of 10 tokens (one JSON line). Nothing
+      else a token needs is counted, so no decoder on this machine gets past it.
   python_generate.py bandwidth              the machine's memory read bandwidth as decoding
       meets it: torch.sum over a 1 GiB fp32 tensor with torch's threads, the best of 7 passes
       after a warm-up, in GB/s (one JSON line). A greedy token reads every weight once, so
@@ -63,6 +67,23 @@ def weights(folder):
     print(json.dumps({"parameters": sum(p.numel() for p in model.parameters())}))
 
 
+def ceiling(folder, dtype):
+    dt = torch.bfloat16 if dtype == "bf16" else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dt)
+    mats = [p.detach() for p in model.parameters() if p.dim() == 2]  # the embedding: the head
+    rows = {m.shape[1]: torch.randn(1, m.shape[1], dtype=dt) for m in mats}
+    best = None
+    with torch.inference_mode():
+        for _ in range(6):
+            start = time.perf_counter()
+            for _ in range(10):
+                for m in mats:
+                    torch.nn.functional.linear(rows[m.shape[1]], m)
+            took = (time.perf_counter() - start) / 10
+            best = took if best is None else min(best, took)
+    print(json.dumps({"tokens_per_s": 1.0 / best}))
+
+
 def bandwidth():
     data = torch.ones(1 << 28, dtype=torch.float32)  # 1 GiB
     data.sum()
@@ -80,6 +101,8 @@ def main(argv):
         make(argv[2], argv[3])
     elif argv[1] == "weights":
         weights(argv[2])
+    elif argv[1] == "ceiling":
+        ceiling(argv[2], argv[3])
     elif argv[1] == "bandwidth":
         bandwidth()
     else:
