@@ -2,6 +2,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
+#include <map>
+#include <mutex>
 
 #include "frugal/data/dataset.h"
 #include "frugal/data/idx.h"
@@ -105,24 +108,78 @@ std::shared_ptr<Dataset> idx_dataset(const DataConfig& data, const ModelConfig& 
   return slice(all, first, count);
 }
 
+// Without data.val_path both splits come from one file: the train split reads and tokenizes it
+// and leaves the validation samples here, keyed by the file and what reading depends on, for
+// the val split to take; so a large chat file is tokenized once and nothing is held twice.
+struct HeldOut {
+  std::vector<LabeledTokens> samples;
+  InstructionStats stats;
+  std::string version;  // the file's size and time when read
+};
+std::mutex held_out_mutex;
+std::map<std::string, HeldOut> held_out;
+
+std::string held_out_key(const DataConfig& data, const ModelConfig& model,
+                         const std::string& path) {
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", path, data.type, data.chat_format,
+                     data.tokenizer, data.train_on, data.truncate, resolved_seq_len(data, model),
+                     data.val_fraction, model.init_from, model.vocab_size, model.block_size);
+}
+
+// "" when the file is not there.
+std::string file_version(const std::string& path) {
+  std::error_code size_error, time_error;
+  const auto size = std::filesystem::file_size(path, size_error);
+  const auto time = std::filesystem::last_write_time(path, time_error);
+  if (size_error || time_error) return "";
+  return fmt::format("{}@{}", size, time.time_since_epoch().count());
+}
+
 std::shared_ptr<Dataset> instruction_dataset(const DataConfig& data, const ModelConfig& model,
                                              Split split) {
   const Source source = source_of(data, split);
   if (source.path.empty())
     throw Error(fmt::format("data.path: required for data.type {}", data.type));
+  const std::string key = source.whole ? "" : held_out_key(data, model, source.path);
   InstructionStats stats;
-  std::vector<LabeledTokens> samples =
-      read_instruction_samples(data, model, source.path, source.key, &stats);
-  const auto total = static_cast<int64_t>(samples.size());
-  if (total == 0) {
-    throw Error(fmt::format(
-        "{}: '{}' holds no sample with a token to learn ({} without one{})", source.key,
-        source.path, stats.no_target,
-        data.type == "chat" ? fmt::format(" under data.train_on {}", data.train_on) : ""));
+  std::vector<LabeledTokens> mine;
+  int64_t count = 0;
+  std::unique_lock<std::mutex> lock(held_out_mutex);
+  const std::string version = key.empty() ? "" : file_version(source.path);
+  auto it = held_out.find(key);
+  // (a file replaced since is read again; one moved away since is not needed)
+  if (split == Split::val && it != held_out.end() &&
+      (version.empty() || version == it->second.version)) {
+    mine = std::move(it->second.samples);
+    stats = it->second.stats;
+    held_out.erase(it);
+    count = static_cast<int64_t>(mine.size());
+  } else {
+    if (split == Split::val && it != held_out.end()) held_out.erase(it);
+    lock.unlock();
+    std::vector<LabeledTokens> samples =
+        read_instruction_samples(data, model, source.path, source.key, &stats);
+    const auto total = static_cast<int64_t>(samples.size());
+    if (total == 0) {
+      throw Error(fmt::format(
+          "{}: '{}' holds no sample with a token to learn ({} without one{})", source.key,
+          source.path, stats.no_target,
+          data.type == "chat" ? fmt::format(" under data.train_on {}", data.train_on) : ""));
+    }
+    const auto [first, n] = split_range(data, source, split, total);
+    count = n;
+    mine.assign(std::make_move_iterator(samples.begin() + first),
+                std::make_move_iterator(samples.begin() + first + count));
+    if (split == Split::train && !key.empty() && first + count < total) {
+      HeldOut val{{std::make_move_iterator(samples.begin() + first + count),
+                   std::make_move_iterator(samples.end())},
+                  stats,
+                  version};
+      lock.lock();
+      held_out[key] = std::move(val);
+    }
   }
-  auto [first, count] = split_range(data, source, split, total);
-  std::vector<LabeledTokens> mine(std::make_move_iterator(samples.begin() + first),
-                                  std::make_move_iterator(samples.begin() + first + count));
+  if (lock.owns_lock()) lock.unlock();
   const int64_t T = resolved_seq_len(data, model);
   if (count == 0) return std::make_shared<InstructionDataset>(std::move(mine), T, data.packing);
   if (data.max_tokens_per_batch > 0 && data.max_tokens_per_batch < T) {

@@ -15,6 +15,7 @@
 #include "frugal/engine/engine.h"
 #include "frugal/util/error.h"
 #include "support/helpers.h"
+#include "support/instruction_samples.h"
 
 using namespace frugal;
 
@@ -198,4 +199,36 @@ TEST_CASE("token-capped batches hold at most max_tokens_per_batch positions and 
   CHECK_THROWS_WITH(split_batch(joined, 2), Catch::Contains("cannot split 3 token-capped"));
   // A row longer than the cap cannot be batched.
   CHECK_THROWS(InstructionDataset(samples, 128, false, 64, 16));
+}
+
+TEST_CASE("without val_path the file is read once for both splits", "[unit][data][instruction]") {
+  test::TempDir dir("frugal-held-out");
+  test::write_tokenized_samples(dir / "d.jsonl", 40, 50);
+  DataConfig data;
+  data.type = "tokenized";
+  data.path = (dir / "d.jsonl").string();
+  data.val_fraction = 0.25;
+  data.seq_len = 48;
+  ModelConfig model;
+  model.type = "llama";
+  model.vocab_size = 50;
+  model.block_size = 48;
+  auto whole_val = [&] {
+    // The val split read on its own (nothing held out for it): the reference.
+    return make_dataset(data, model, Split::val, 0);
+  };
+  const auto reference = whole_val();
+  REQUIRE(reference->size() == 10);
+  const auto train = make_dataset(data, model, Split::train, 0);
+  CHECK(train->size() == 30);
+  // The train split left the validation samples behind: the val split no longer reads the file.
+  std::filesystem::rename(dir / "d.jsonl", dir / "moved.jsonl");
+  const auto val = make_dataset(data, model, Split::val, 0);
+  REQUIRE(val->size() == 10);
+  std::vector<int64_t> all(10);
+  std::iota(all.begin(), all.end(), 0);
+  CHECK(at::equal(val->get(all).x, reference->get(all).x));
+  CHECK(at::equal(val->get(all).y, reference->get(all).y));
+  // ... and took them: a second val split reads again (and finds no file).
+  CHECK_THROWS(make_dataset(data, model, Split::val, 0));
 }
