@@ -32,29 +32,22 @@ bool is_text(const fs::path& file) {
   return ext == ".txt" || ext == ".md" || ext == ".text";
 }
 
-// The file's token ids: text through the model's tokenizer (bytes for a 256-token vocabulary
-// without one), anything else as a token file (nanoGPT or llm.c shards).
-std::vector<int64_t> data_ids(const fs::path& file, const Config& cfg) {
-  if (!fs::exists(file)) throw Error(fmt::format("eval: --data: '{}' does not exist", file.string()));
-  std::vector<int64_t> ids;
-  if (is_text(file)) {
-    std::ifstream in(file, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    if (auto tokenizer = sample_tokenizer(cfg)) return tokenizer->encode(text.str());
-    if (cfg.model.vocab_size != 256) {
-      throw Error(fmt::format("eval: --data: '{}' is text, and the model has no tokenizer "
-                              "(a vocabulary of {} tokens is not bytes): give a token file",
-                              file.string(), cfg.model.vocab_size));
-    }
-    for (unsigned char c : text.str()) ids.push_back(c);
-    return ids;
+// A text file's token ids: through the model's tokenizer (bytes for a 256-token vocabulary
+// without one).
+std::vector<int64_t> text_ids(const fs::path& file, const Config& cfg) {
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (auto tokenizer = sample_tokenizer(cfg)) return tokenizer->encode(text.str());
+  if (cfg.model.vocab_size != 256) {
+    throw Error(
+        fmt::format("eval: --data: '{}' is text, and the model has no tokenizer "
+                    "(a vocabulary of {} tokens is not bytes): give a token file",
+                    file.string(), cfg.model.vocab_size));
   }
-  const TokenStream stream = open_token_files(file.string(), TokenFormat::detect, "--data");
-  stream.check_vocab(cfg.model.vocab_size, 0, stream.size(), "--data");
-  ids.resize(static_cast<size_t>(stream.size()));
-  stream.read(0, stream.size(), ids.data());
-  return ids;
+  const std::string bytes = text.str();
+  const auto* first = reinterpret_cast<const unsigned char*>(bytes.data());  // bytes >= 128 too
+  return std::vector<int64_t>(first, first + bytes.size());
 }
 
 // The mean loss over the tokens a chat JSONL file's conversations train (train_on assistant:
@@ -128,14 +121,27 @@ void add_eval(CLI::App& app, Action& run) {
       if (fs::path(args->data).extension() == ".jsonl") {
         return eval_chat(*m.model, m.cfg, args->data, seq_len, device);
       }
-      const std::vector<int64_t> ids = data_ids(args->data, m.cfg);
-      const WindowEval r = sliding_window_eval(*m.model, ids, seq_len,
-                                               args->stride > 0 ? args->stride : seq_len, device);
+      if (!fs::exists(args->data)) {
+        throw Error(fmt::format("eval: --data: '{}' does not exist", args->data));
+      }
+      const int64_t stride = args->stride > 0 ? args->stride : seq_len;
+      WindowEval r;
+      int64_t tokens = 0;
+      if (is_text(args->data)) {
+        const std::vector<int64_t> ids = text_ids(args->data, m.cfg);
+        tokens = static_cast<int64_t>(ids.size());
+        r = sliding_window_eval(*m.model, ids, seq_len, stride, device);
+      } else {
+        // Token files (nanoGPT or llm.c shards) are read a window at a time.
+        const TokenStream stream = open_token_files(args->data, TokenFormat::detect, "--data");
+        stream.check_vocab(m.cfg.model.vocab_size, 0, stream.size(), "--data");
+        tokens = stream.size();
+        r = sliding_window_eval(*m.model, stream, seq_len, stride, device);
+      }
       std::cout << fmt::format(
           "{{\"mean_loss\": {:.10g}, \"perplexity\": {:.10g}, \"tokens\": {}, \"predicted\": {}, "
           "\"windows\": {}, \"seq_len\": {}, \"stride\": {}}}\n",
-          r.mean_loss, r.perplexity, ids.size(), r.predicted, r.windows, seq_len,
-          args->stride > 0 ? args->stride : seq_len);
+          r.mean_loss, r.perplexity, tokens, r.predicted, r.windows, seq_len, stride);
       return 0;
     };
   });

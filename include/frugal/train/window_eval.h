@@ -8,8 +8,10 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
+#include "frugal/data/token_stream.h"
 #include "frugal/models/model.h"
 
 namespace frugal {
@@ -24,6 +26,16 @@ struct WindowEval {
 // The model is run as it is (eval mode is the caller's), without gradients, a window at a time
 // on `device`. A frugal::Error when seq_len < 2, stride < 1 or > seq_len, or fewer than 2 tokens.
 WindowEval sliding_window_eval(Model& model, const std::vector<int64_t>& ids, int64_t seq_len,
+                               int64_t stride, const c10::Device& device);
+// The same over a token file's tokens, read a window at a time: host memory holds one window,
+// however large the file.
+WindowEval sliding_window_eval(Model& model, const TokenStream& tokens, int64_t seq_len,
+                               int64_t stride, const c10::Device& device);
+
+// Reads `count` tokens from `start` into `out`.
+using TokenReader = std::function<void(int64_t start, int64_t count, int64_t* out)>;
+// The same over `n` tokens that `read` gives.
+WindowEval sliding_window_eval(Model& model, int64_t n, const TokenReader& read, int64_t seq_len,
                                int64_t stride, const c10::Device& device);
 
 }  // namespace frugal
