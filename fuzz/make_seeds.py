@@ -185,9 +185,29 @@ def reshard_seeds():
     write("reshard", "broken-index.json", b"\x02" + b'{"tensors": {"unit/group0/param": 1}}')
 
 
+def chat_seeds():
+    def line(name, obj):
+        write("chat", name, obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False))
+    line("valid-messages.json", {"messages": [
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi \u00e9"},
+        {"role": "assistant", "content": " Hello. "}, {"role": "user", "content": ""},
+        {"role": "assistant", "content": "\u4f60\u597d"}]})
+    line("valid-prompt-completion.json", {"prompt": "2+2?", "completion": "4", "id": 7})
+    line("valid-trl-conversational.json", {
+        "prompt": [{"role": "user", "content": "Name a colour."}],
+        "completion": [{"role": "assistant", "content": "Blue."}]})
+    line("valid-alpaca.json", {"instruction": "Reverse.", "input": "abc", "output": "cba"})
+    line("broken-role.json", {"messages": [{"role": "tool", "content": "x"}]})
+    line("broken-tool-calls.json", {"messages": [
+        {"role": "assistant", "content": "", "tool_calls": [{"name": "f"}]}]})
+    line("broken-two-shapes.json", {"prompt": "a", "completion": "b", "output": "c"})
+    line("broken-content-number.json", {"messages": [{"role": "user", "content": 3}]})
+    line("broken-not-json.json", '{"messages": [')
+
+
 if __name__ == "__main__":
     for target in ["config", "safetensors", "tokens", "idx", "hf_config", "tokenizer_json",
-                   "sentencepiece"]:
+                   "sentencepiece", "chat"]:
         shutil.rmtree(corpus / target, ignore_errors=True)
     config_seeds()
     safetensors_seeds()
@@ -198,3 +218,4 @@ if __name__ == "__main__":
     tokenizer_json_seeds()
     sentencepiece_seeds()
     reshard_seeds()
+    chat_seeds()

@@ -18,7 +18,7 @@ seconds="${1:-300}"
 shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(config safetensors checkpoint tokens idx hf_config tokenizer_json sentencepiece
-  reshard)
+  reshard chat)
 clangxx="${FRUGAL_FUZZ_CXX:-clang++-14}"
 # (libFuzzer reads -max_total_time=0 as "no limit")
 [[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: SECONDS must be a positive number" >&2; exit 2; }

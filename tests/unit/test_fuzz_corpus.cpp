@@ -22,6 +22,7 @@ int frugal_fuzz_hf_config(const uint8_t* data, size_t size);
 int frugal_fuzz_tokenizer_json(const uint8_t* data, size_t size);
 int frugal_fuzz_sentencepiece(const uint8_t* data, size_t size);
 int frugal_fuzz_reshard(const uint8_t* data, size_t size);
+int frugal_fuzz_chat(const uint8_t* data, size_t size);
 
 namespace {
 
@@ -62,6 +63,7 @@ TEST_CASE("fuzz corpus: sentencepiece", "[unit][fuzz]") {
   replay_corpus("sentencepiece", frugal_fuzz_sentencepiece);
 }
 TEST_CASE("fuzz corpus: reshard", "[unit][fuzz]") { replay_corpus("reshard", frugal_fuzz_reshard); }
+TEST_CASE("fuzz corpus: chat", "[unit][fuzz]") { replay_corpus("chat", frugal_fuzz_chat); }
 
 // The replay's CHECK(entry(...) == 0) can fail: an entry answers a defect with non-zero.
 TEST_CASE("fuzz entries answer a defect with non-zero", "[unit][fuzz]") {
