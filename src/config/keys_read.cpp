@@ -47,7 +47,7 @@ bool data_key_read(std::string_view type, std::string_view key) {
   if (key == "synthetic_samples") return type == "synthetic";
   if (key == "allow_tokenizer_mismatch") return type == "tokens" || type == "text";
   if (key == "chat_format" || key == "tokenizer" || key == "train_on") return type == "chat";
-  if (key == "packing" || key == "truncate" || key == "max_tokens_per_batch")
+  if (key == "packing" || key == "truncate" || key == "max_tokens_per_batch" || key == "no_target")
     return type == "chat" || type == "tokenized";
   return true;
 }

@@ -91,6 +91,7 @@ void for_each_field(C& c, Visit&& visit) {
   visit("data", "packing", c.data.packing);
   visit("data", "truncate", c.data.truncate);
   visit("data", "max_tokens_per_batch", c.data.max_tokens_per_batch);
+  visit("data", "no_target", c.data.no_target);
 
   visit("optim", "type", c.optim.type);
   visit("optim", "lr", c.optim.lr);

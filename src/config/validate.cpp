@@ -192,6 +192,7 @@ void check_data(const Checker& c, const DataConfig& d, const ModelConfig& m) {
   c.one_of(d.chat_format, {"auto", "llama3", "chatml", "mistral", "plain"}, "data.chat_format");
   c.one_of(d.train_on, {"assistant", "all", "last"}, "data.train_on");
   c.one_of(d.truncate, {"right", "left", "error"}, "data.truncate");
+  c.one_of(d.no_target, {"skip", "error"}, "data.no_target");
   if (d.packing && (d.type == "chat" || d.type == "tokenized")) {
     // Packed samples are told apart by their position ids (GPT's are learned absolute).
     c.require(m.type != "gpt" && m.type != "mlp" && m.type != "convnet", "data.packing",

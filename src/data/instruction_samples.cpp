@@ -57,7 +57,7 @@ bool has_target(const LabeledTokens& s) {
 }
 
 // Applies the length policy and the "something to learn" rule, counting; false = dropped.
-bool admit(LabeledTokens& s, const LengthPolicy& length, const std::string& file, int64_t line,
+bool admit(LabeledTokens& s, const SamplePolicy& length, const std::string& file, int64_t line,
            InstructionStats* stats) {
   const auto n = static_cast<int64_t>(s.ids.size());
   if (n > length.max_tokens) {
@@ -79,6 +79,12 @@ bool admit(LabeledTokens& s, const LengthPolicy& length, const std::string& file
     if (stats) ++stats->truncated;
   }
   if (s.ids.size() < 2 || !has_target(s)) {
+    if (length.no_target == "error") {
+      throw Error(located(file, line_of(line), 0,
+                          "nothing to learn: no labelled token (an assistant turn under "
+                          "data.train_on assistant or last) is left (data.no_target: error; "
+                          "skip drops such samples and counts them)"));
+    }
     if (stats) ++stats->no_target;
     return false;
   }
@@ -112,7 +118,7 @@ std::vector<int32_t> id_array(const nlohmann::json& line, const char* key, int64
 
 std::vector<LabeledTokens> read_chat_samples(const fs::path& file, const ChatTemplate& chat,
                                              const Tokenizer& tokenizer, TrainOn train_on,
-                                             const LengthPolicy& length, InstructionStats* stats) {
+                                             const SamplePolicy& length, InstructionStats* stats) {
   ChatJsonlReader reader(file);
   std::vector<LabeledTokens> out;
   while (auto conversation = reader.next()) {
@@ -128,7 +134,7 @@ std::vector<LabeledTokens> read_chat_samples(const fs::path& file, const ChatTem
 }
 
 std::vector<LabeledTokens> read_tokenized_samples(const fs::path& file, int64_t vocab_size,
-                                                  const LengthPolicy& length,
+                                                  const SamplePolicy& length,
                                                   InstructionStats* stats) {
   JsonlLineReader reader(file);
   std::vector<LabeledTokens> out;
@@ -159,7 +165,7 @@ std::vector<LabeledTokens> read_instruction_samples(const DataConfig& data,
                                                     InstructionStats* stats) {
   if (!fs::exists(file)) throw Error(fmt::format("{}: '{}' does not exist", key, file));
   const int64_t seq_len = data.seq_len > 0 ? data.seq_len : model.block_size;
-  const LengthPolicy length{seq_len + 1, data.truncate};
+  const SamplePolicy length{seq_len + 1, data.truncate, data.no_target};
   if (data.type == "tokenized")
     return read_tokenized_samples(file, model.vocab_size, length, stats);
   const fs::path folder =

@@ -23,10 +23,11 @@ namespace instruction_data_test {
 
 std::vector<LabeledTokens> read(const std::string& jsonl, int64_t max_tokens = 100,
                                 const std::string& truncate = "right",
-                                InstructionStats* stats = nullptr) {
+                                InstructionStats* stats = nullptr,
+                                const std::string& no_target = "skip") {
   test::TempDir dir("frugal-tokenized");
   test::write_text(dir / "data.jsonl", jsonl);
-  return read_tokenized_samples(dir / "data.jsonl", 50, {max_tokens, truncate}, stats);
+  return read_tokenized_samples(dir / "data.jsonl", 50, {max_tokens, truncate, no_target}, stats);
 }
 
 std::vector<int64_t> row(const at::Tensor& t, int64_t b) {
@@ -72,6 +73,20 @@ TEST_CASE("samples longer than seq_len plus one are cut or refused", "[unit][dat
   CHECK(read(line, 4, "left")[0].ids == std::vector<int32_t>{3, 4, 5, 6});
   CHECK_THROWS_WITH(read(line, 4, "error"),
                     Catch::Contains("data.jsonl:1:") && Catch::Contains("6 tokens, longer than"));
+}
+
+TEST_CASE("samples with nothing to learn are skipped and counted or refused",
+          "[unit][data][instruction]") {
+  const std::string lines =
+      "{\"input_ids\": [1, 2, 3]}\n"
+      "{\"input_ids\": [1, 2, 3], \"labels\": [-100, -100, -100]}\n";
+  InstructionStats stats;
+  CHECK(read(lines, 100, "right", &stats).size() == 1);
+  CHECK(stats.no_target == 1);
+  CHECK(stats.samples == 1);
+  CHECK_THROWS_WITH(read(lines, 100, "right", nullptr, "error"),
+                    Catch::Contains("data.jsonl:2:") && Catch::Contains("nothing to learn") &&
+                        Catch::Contains("data.no_target: error"));
 }
 
 TEST_CASE("best-fit-decreasing packs a heavy-tailed length set at least 95 percent full",

@@ -134,6 +134,9 @@ struct DataConfig {
   // included) instead of by samples alone: rows of like length are grouped into batches of at
   // most this many positions and at most micro_batch_size rows.
   int64_t max_tokens_per_batch = 0;
+  // chat and tokenized: a sample with nothing to learn (no assistant turn under train_on
+  // assistant, or cut away): skip (dropped and counted in the log) | error (refused, file:line).
+  std::string no_target = "skip";
 };
 
 struct OptimConfig {

@@ -41,23 +41,26 @@ struct InstructionStats {
   int64_t truncated = 0;  // longer than max_tokens and cut
 };
 
-// How long samples are handled: at most max_tokens tokens (seq_len + 1: seq_len inputs and
-// their next tokens); "right" cuts the end, "left" the start, "error" refuses the sample
-// naming its line.
-struct LengthPolicy {
+// How samples are admitted. Long ones: at most max_tokens tokens (seq_len + 1: seq_len inputs
+// and their next tokens); "right" cuts the end, "left" the start, "error" refuses the sample
+// naming its line. Those with nothing to learn (no labelled token after the first, e.g. no
+// assistant turn under train_on assistant, or all cut away): "skip" drops and counts them,
+// "error" refuses the first naming its line (data.no_target).
+struct SamplePolicy {
   int64_t max_tokens = 0;
   std::string truncate = "right";
+  std::string no_target = "skip";
 };
 
 // A chat JSONL file's conversations as labeled tokens.
 std::vector<LabeledTokens> read_chat_samples(const std::filesystem::path& file,
                                              const ChatTemplate& chat, const Tokenizer& tokenizer,
-                                             TrainOn train_on, const LengthPolicy& length,
+                                             TrainOn train_on, const SamplePolicy& length,
                                              InstructionStats* stats);
 // A JSONL file of {"input_ids": [...], "labels": [...]} (labels optional: then every token is
 // learned; -100 = not learned), each id in [0, vocab_size).
 std::vector<LabeledTokens> read_tokenized_samples(const std::filesystem::path& file,
-                                                  int64_t vocab_size, const LengthPolicy& length,
+                                                  int64_t vocab_size, const SamplePolicy& length,
                                                   InstructionStats* stats);
 
 // Best-fit-decreasing: the items (by length, each <= capacity) in bins of `capacity`, each bin
