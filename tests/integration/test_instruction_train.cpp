@@ -13,15 +13,7 @@ TEST_CASE("instruction data trains the same under accumulation and packing and r
           "[integration][data][instruction]") {
   test::TempDir dir("frugal-sft");
   test::write_tokenized_samples(dir / "d.jsonl");
-  const std::string common =
-      "train --set run.dir=" + test::quote((dir / "runs").string()) +
-      " --set model.type=llama --set model.size= --set model.dropout=0 --set model.vocab_size=64"
-      " --set model.n_layer=2 --set model.n_head=2 --set model.n_embd=32 --set model.block_size=48"
-      " --set data.type=tokenized --set data.path=" +
-      test::quote((dir / "d.jsonl").string()) +
-      " --set data.num_workers=0 --set train.progress=none --set generate.tokens=0"
-      " --set train.eval_batches=0 --set run.seed=3 --set data.val_fraction=0 --set "
-      "train.log_every=1";
+  const std::string common = test::tiny_llama_tokenized_args(dir / "runs", dir / "d.jsonl");
   auto train = [&](const std::string& name, const std::string& extra) {
     auto r = test::frugal(common + " --set run.name=" + name + " " + extra);
     INFO(r.out << r.err);

@@ -15,14 +15,7 @@ TEST_CASE("instruction data under ddp and zero3 at world 2 equals one process",
   TempDir dir("frugal-sft-ranks");
   write_tokenized_samples(dir / "d.jsonl");
   const std::string common =
-      "train --set run.dir=" + quote((dir / "runs").string()) +
-      " --set model.type=llama --set model.size= --set model.dropout=0 --set model.vocab_size=64"
-      " --set model.n_layer=2 --set model.n_head=2 --set model.n_embd=32 --set model.block_size=48"
-      " --set data.type=tokenized --set data.path=" +
-      quote((dir / "d.jsonl").string()) +
-      " --set data.num_workers=0 --set train.progress=none --set generate.tokens=0"
-      " --set train.eval_batches=0 --set run.seed=3 --set data.val_fraction=0"
-      " --set train.log_every=1 --set train.max_steps=3";
+      tiny_llama_tokenized_args(dir / "runs", dir / "d.jsonl") + " --set train.max_steps=3";
   auto rows_of = [&](const std::string& name) {
     return step_rows(dir / "runs" / name / "metrics.jsonl");
   };

@@ -6,6 +6,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <string>
+
+#include "support/helpers.h"
 
 namespace frugal::test {
 
@@ -24,6 +27,21 @@ inline void write_tokenized_samples(const std::filesystem::path& file, int count
     }
     out << nlohmann::json{{"input_ids", ids}, {"labels", labels}}.dump() << "\n";
   }
+}
+
+// `frugal train` arguments for a tiny Llama (vocabulary 64, context 48) on tokenized samples
+// `data`, its runs under `runs`, one metrics row a step, no validation or sample.
+inline std::string tiny_llama_tokenized_args(const std::filesystem::path& runs,
+                                             const std::filesystem::path& data) {
+  return "train --set run.dir=" + quote(runs.string()) +
+         " --set model.type=llama --set model.size= --set model.dropout=0"
+         " --set model.vocab_size=64 --set model.n_layer=2 --set model.n_head=2"
+         " --set model.n_embd=32 --set model.block_size=48 --set data.type=tokenized"
+         " --set data.path=" +
+         quote(data.string()) +
+         " --set data.num_workers=0 --set train.progress=none --set generate.tokens=0"
+         " --set train.eval_batches=0 --set run.seed=3 --set data.val_fraction=0"
+         " --set train.log_every=1";
 }
 
 }  // namespace frugal::test
