@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
+#include "frugal/util/version.h"
 
 namespace {
 
@@ -23,7 +24,7 @@ void error_line(const char* kind, const std::string& message) {
 int main(int argc, char** argv) {
   CLI::App app{"frugal: train models that would not otherwise fit, fast", "frugal"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "frugal 0.1.0");
+  app.set_version_flag("--version", std::string("frugal ") + frugal::version());
   frugal::cli::Action run;
   frugal::cli::add_train(app, run);
   frugal::cli::add_config(app, run);

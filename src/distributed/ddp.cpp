@@ -1,52 +1,42 @@
 #include "frugal/distributed/ddp.h"
 
-#include "final_gradients.h"
-
-#include <torch/utils.h>
 #include <ATen/ATen.h>
 #include <fmt/format.h>
+#include <torch/utils.h>
 
 #include <map>
 #include <mutex>
 
-#include "frugal/strategy/gradient_hooks.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
+#include "gradient_reduction.h"
 
 namespace frugal::dist {
 
-struct DataParallel::State {
+struct DataParallel::State : GradientReduction {
   struct Bucket {
     at::Tensor flat;             // every parameter's gradient, back to back
     int64_t size = 0;            // parameters in it
     int64_t ready = 0;           // of them, gradients final in this backward
     Work work;
   };
-  std::shared_ptr<Communicator> comm;
   std::vector<at::Tensor> params;
   std::vector<std::string> names;
   std::vector<int64_t> bucket_of;  // per parameter
-  std::vector<char> reported;      // per parameter, this backward
   std::vector<Bucket> buckets;
-  GradientHooks hooks;  // on_gradient after each parameter's accumulation
-  std::mutex mutex;
-  bool sync = true;
-  int64_t next_launch = 0;
-  FinalGradients final_gradients;             // notify_final_gradients
   std::vector<std::vector<int64_t>> members;  // per bucket, its parameters
   int64_t launched_in_backward = 0;
 
   // Launches the ready buckets from next_launch on, in order (every rank issues collectives
   // in the same order). `force`: launch them all, ready or not (end of backward).
   void launch_in_order(bool force, bool in_backward) {
-    while (next_launch < static_cast<int64_t>(buckets.size())) {
+    while (next_launch < buckets.size()) {
       Bucket& b = buckets[next_launch];
       if (!force && b.ready < b.size) break;
       b.work = comm->all_reduce(b.flat, Reduce::kSum, /*async=*/true,
                                fmt::format("bucket {}", next_launch));
       if (in_backward) ++launched_in_backward;
-      final_gradients.started(static_cast<size_t>(next_launch),
-                              [this](size_t b) { return finish_bucket(b); });
+      final_gradients.started(next_launch, [this](size_t b) { return finish_bucket(b); });
       ++next_launch;
     }
   }
@@ -59,37 +49,31 @@ struct DataParallel::State {
     return ready;
   }
 
-  void on_gradient(int64_t index) {
-    std::lock_guard<std::mutex> lock(mutex);
+  void on_gradient(size_t index) {
+    std::lock_guard<std::recursive_mutex> lock(mutex);
     if (!sync) return;
-    if (reported[index]) {
-      throw Error(fmt::format(
-          "sharding ddp: parameter '{}' received its gradient twice in one backward (used both "
-          "inside and outside a checkpointed unit?); its bucket was already being reduced",
-          names[index]));
-    }
-    reported[index] = 1;
+    mark_reported(index, fmt::format("ddp: parameter '{}'", names[index]));
     ++buckets[bucket_of[index]].ready;
     launch_in_order(/*force=*/false, /*in_backward=*/true);
   }
 
-  void reset_backward() {
-    std::fill(reported.begin(), reported.end(), 0);
-    for (Bucket& b : buckets) {
-      b.ready = 0;
-    }
-    next_launch = 0;
+  void reset_buckets() {
+    reset_backward();
+    for (Bucket& b : buckets) b.ready = 0;
   }
 };
 
 DataParallel::DataParallel(std::shared_ptr<Communicator> comm, double bucket_mb)
-    : comm_(std::move(comm)), bucket_mb_(bucket_mb), state_(std::make_shared<State>()) {
-  if (!comm_) throw std::invalid_argument("DataParallel needs a communicator");
+    : RankSharding(std::move(comm), "DataParallel"),
+      bucket_mb_(bucket_mb),
+      state_(std::make_shared<State>()) {
   if (bucket_mb_ <= 0) throw Error("strategy.sharding.bucket_mb: must be > 0");
   state_->comm = comm_;
 }
 
 DataParallel::~DataParallel() = default;
+
+GradientReduction& DataParallel::reduction() { return *state_; }
 
 void DataParallel::setup(const ShardingSetup& setup) {
   torch::nn::Module& model = setup.model;
@@ -143,7 +127,7 @@ void DataParallel::setup(const ShardingSetup& setup) {
   // 3. A hook after each parameter's gradient accumulation counts its bucket down.
   std::weak_ptr<State> weak = state_;
   s.hooks = GradientHooks(s.params, [weak](size_t i) {
-    if (auto state = weak.lock()) state->on_gradient(static_cast<int64_t>(i));
+    if (auto state = weak.lock()) state->on_gradient(i);
   });
   log::info(fmt::format("sharding ddp: {} ranks ({}), {} parameters in {} buckets of <= {} MiB",
                         comm_->size(), comm_->backend(), s.params.size(), s.buckets.size(),
@@ -151,15 +135,15 @@ void DataParallel::setup(const ShardingSetup& setup) {
 }
 
 void DataParallel::begin_micro_step(int64_t index, int64_t count) {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<std::recursive_mutex> lock(state_->mutex);
   state_->sync = index == count - 1;
-  if (state_->sync) state_->reset_backward();
+  if (state_->sync) state_->reset_buckets();
 }
 
 void DataParallel::finish_gradients() {
   State& s = *state_;
   {
-    std::lock_guard<std::mutex> lock(s.mutex);
+    std::lock_guard<std::recursive_mutex> lock(s.mutex);
     // Buckets whose parameters got no gradient this step (unused in the forward) still
     // take part, with zeros, so that every rank issues the same collectives.
     s.launch_in_order(/*force=*/true, /*in_backward=*/false);
@@ -167,16 +151,6 @@ void DataParallel::finish_gradients() {
   }
   for (auto& b : s.buckets) b.work.wait();
 }
-
-bool DataParallel::notify_final_gradients(
-    std::function<void(const std::vector<at::Tensor>&)> ready) {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  if (!state_->sync) return false;  // this micro-step reduces nothing
-  state_->final_gradients.arm(std::move(ready));
-  return true;
-}
-
-double DataParallel::sum_across_ranks(double v) { return all_reduce_scalar(*comm_, v); }
 
 void DataParallel::zero_grad(torch::optim::Optimizer& optimizer) {
   (void)optimizer;  // every trained parameter's gradient is a view into a bucket

@@ -13,15 +13,6 @@ Kernels parse_kernels(const std::string& name, const std::string& key) {
   throw Error(key + ": unknown kernels '" + name + "' (expected auto, aten or frugal)");
 }
 
-const char* kernels_name(Kernels kernels) {
-  switch (kernels) {
-    case Kernels::Aten: return "aten";
-    case Kernels::Frugal: return "frugal";
-    case Kernels::Auto: break;
-  }
-  return "auto";
-}
-
 bool frugal_kernels_take(const at::Tensor& t) {
   // Meta tensors (a traced step, memory/meta_trace.h) take the CPU kernels' path too, so the
   // trace allocates what they allocate: flash-style, as SDPA's CUDA kernels.

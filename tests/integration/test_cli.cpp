@@ -1,12 +1,13 @@
 // The CLI end to end: train writes its run directory; config show/validate; prepare-text
 // feeds a token-shard run; export writes files Python reads back to the same tensors.
 #include <ATen/ATen.h>
-#include <catch2/catch.hpp>
 
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "frugal/io/checkpoint.h"
+#include "frugal/util/version.h"
 #include "support/cli.h"
 
 using namespace frugal;
@@ -90,6 +91,13 @@ TEST_CASE("strategies from YAML: fp16-mixed with checkpointing reports scale and
     CHECK(j["mem_allocated_peak_bytes"].get<int64_t>() >= j["mem_allocated_bytes"].get<int64_t>());
   }
   CHECK(records == 4);
+}
+
+TEST_CASE("the version is the one CMake's project() names: library and CLI", "[integration][cli]") {
+  CHECK(std::string(frugal::version()) == FRUGAL_PROJECT_VERSION);
+  auto shown = test::frugal("--version");
+  REQUIRE(shown.exit_code == 0);
+  CHECK(shown.out == std::string("frugal ") + FRUGAL_PROJECT_VERSION + "\n");
 }
 
 TEST_CASE("frugal config show applies --set, validate says OK", "[integration][cli]") {

@@ -17,12 +17,11 @@
 
 #include <memory>
 
-#include "frugal/distributed/communicator.h"
-#include "frugal/strategy/sharding.h"
+#include "frugal/distributed/rank_sharding.h"
 
 namespace frugal::dist {
 
-class DataParallel final : public Sharding {
+class DataParallel final : public RankSharding {
  public:
   DataParallel(std::shared_ptr<Communicator> comm, double bucket_mb = 25.0);
   ~DataParallel() override;
@@ -31,15 +30,7 @@ class DataParallel final : public Sharding {
   void setup(const ShardingSetup& setup) override;
   void begin_micro_step(int64_t index, int64_t count) override;
   void finish_gradients() override;
-  // A bucket's parameters are final once its all-reduce is done: waited for when the next
-  // bucket's starts (or at the end of backward), and then handed to `ready`.
-  bool notify_final_gradients(std::function<void(const std::vector<at::Tensor>&)> ready) override;
-  double sum_across_ranks(double v) override;
   void zero_grad(torch::optim::Optimizer& optimizer) override;
-  bool is_main() const override { return comm_->is_main(); }
-  // (every trained parameter's gradient is a view into a bucket)
-  bool owns_gradient_buffers() const override { return true; }
-  bool reduces_gradients() const override { return true; }
 
   int64_t bucket_count() const;
   // How many bucket all-reduces were launched from inside backward (the rest, if any, at
@@ -48,7 +39,7 @@ class DataParallel final : public Sharding {
 
  private:
   struct State;
-  std::shared_ptr<Communicator> comm_;
+  GradientReduction& reduction() override;
   double bucket_mb_;
   std::shared_ptr<State> state_;  // shared: the autograd hooks hold it weakly
 };

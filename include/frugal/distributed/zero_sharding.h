@@ -30,13 +30,14 @@
 #include <optional>
 
 #include "frugal/config/config.h"
-#include "frugal/distributed/communicator.h"
+#include "frugal/distributed/rank_sharding.h"
 #include "frugal/distributed/sharded_state.h"
-#include "frugal/strategy/sharding.h"
 
 namespace frugal::dist {
 
-class ZeroSharding final : public Sharding {
+struct ZeroState;
+
+class ZeroSharding final : public RankSharding {
  public:
   // cfg.mode: zero1, zero2 or zero3.
   ZeroSharding(std::shared_ptr<Communicator> comm, const ShardingConfig& cfg);
@@ -51,18 +52,10 @@ class ZeroSharding final : public Sharding {
   void setup(const ShardingSetup& setup) override;
   void begin_micro_step(int64_t index, int64_t count) override;
   void finish_gradients() override;
-  // Each unit's shards are final once its reduce-scatter is done: waited for when the next
-  // unit's starts (or at the end of backward), and then handed to `ready`.
-  bool notify_final_gradients(std::function<void(const std::vector<at::Tensor>&)> ready) override;
-  double sum_across_ranks(double v) override;
   bool any_across_ranks(bool local) override;
   at::Tensor grad_norm_squared(const std::vector<at::Tensor>& params) override;
   void after_optimizer_step(bool stepped) override;
   void zero_grad(torch::optim::Optimizer& optimizer) override;
-  bool is_main() const override { return comm_->is_main(); }
-  // (gradients are views into each unit's flat gradient (whole or this rank's shard))
-  bool owns_gradient_buffers() const override { return true; }
-  bool reduces_gradients() const override { return true; }
   void set_full_parameters(bool full) override;
 
   // Sharded checkpoints (distributed/sharded_state.h): each rank saves its shards of the
@@ -79,7 +72,6 @@ class ZeroSharding final : public Sharding {
 
   // Figures for tests and benchmarks.
   int64_t unit_count() const;
-  int64_t flat_param_count() const;
   // Bytes of the model's state this rank holds between steps: shards, their gradients,
   // whole parameters kept (zero1/2) and whole gradients kept (zero1).
   int64_t sharded_state_bytes() const;
@@ -87,12 +79,11 @@ class ZeroSharding final : public Sharding {
   int64_t peak_gathered_bytes() const;
 
  private:
-  struct State;
-  std::shared_ptr<Communicator> comm_;
+  GradientReduction& reduction() override;
   ShardingConfig cfg_;
   int stage_;
   std::optional<at::TensorOptions> offload_params_;
-  std::shared_ptr<State> state_;  // shared: autograd hooks and unit wrappers hold it weakly
+  std::shared_ptr<ZeroState> state_;  // shared: autograd hooks and unit wrappers hold it weakly
 };
 
 // The dtype named by strategy.sharding.param_dtype / reduce_dtype ("auto": none).

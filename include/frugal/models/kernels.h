@@ -16,7 +16,6 @@ enum class Kernels { Auto, Aten, Frugal };
 
 // "auto" | "aten" | "frugal"; throws frugal::Error naming the key otherwise.
 Kernels parse_kernels(const std::string& name, const std::string& key);
-const char* kernels_name(Kernels kernels);
 
 // frugal's kernels take CPU tensors of float32 or bfloat16.
 bool frugal_kernels_take(const at::Tensor& t);

@@ -13,8 +13,8 @@
 //   optimizer step; after_optimizer_step(stepped); zero_grad(optimizer)
 //
 // `none` is the single-process strategy (and the base class's behaviour); distributed/ddp.h
-// holds data parallelism, distributed/zero_sharding.h the sharded modes. Implementations own
-// the communicator they were given.
+// holds data parallelism, distributed/zero_sharding.h the sharded modes, both on
+// distributed/rank_sharding.h. Implementations own the communicator they were given.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -68,16 +68,10 @@ class Sharding {
   virtual void zero_grad(torch::optim::Optimizer& optimizer) {
     optimizer.zero_grad(/*set_to_none=*/true);
   }
-  // Whether this process logs and writes shared files (rank 0).
-  virtual bool is_main() const { return true; }
-  // What the engine asks instead of comparing names or types:
-  // - whether gradients live in buffers this strategy owns (DDP's buckets, ZeRO's flat
-  //   gradients), which must be zeroed in place and never dropped;
-  // - whether gradients are reduced across ranks after backward writes them, so that a
-  //   gradient is final only when the strategy says so (notify_final_gradients), not when
-  //   backward's accumulation of it ends.
+  // What the engine asks instead of comparing names or types: whether gradients live in
+  // buffers this strategy owns (DDP's buckets, ZeRO's flat gradients), which must be zeroed
+  // in place and never dropped.
   virtual bool owns_gradient_buffers() const { return false; }
-  virtual bool reduces_gradients() const { return false; }
 
   // strategy.offload.params: keep what the optimizer steps on the host, copied to the device
   // around its use. Call before setup(). Only zero3 can (its shards); the others refuse.
