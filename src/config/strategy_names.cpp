@@ -13,13 +13,21 @@ std::mutex& names_mutex() {
   return m;
 }
 
+// The registries (strategy/precision.cpp, strategy/checkpointing.cpp,
+// engine/sharding_registry.cpp, optim/optimizer.cpp, optim/schedule.cpp) add their built-in names
+// when the library loads, and those registered later; `auto` is no entry of theirs (it is resolved
+// to one before use).
 std::map<std::string, std::vector<std::string>, std::less<>>& names() {
   static std::map<std::string, std::vector<std::string>, std::less<>> n = {
-      {"strategy.precision", {"fp32", "bf16-mixed", "fp16-mixed", "auto"}},
-      {"strategy.checkpointing.policy", {"none", "full", "every_k", "selective", "auto"}},
-      {"strategy.sharding.mode", {"none", "ddp", "zero1", "zero2", "zero3"}},
+      {"strategy.precision", {}},     {"strategy.checkpointing.policy", {}},
+      {"strategy.sharding.mode", {}}, {"optim.type", {}},
+      {"schedule.type", {}},
   };
   return n;
+}
+
+bool resolved_later(std::string_view key) {
+  return key == "strategy.precision" || key == "strategy.checkpointing.policy";
 }
 
 }  // namespace
@@ -37,7 +45,9 @@ std::vector<std::string> strategy_names(std::string_view key) {
   std::lock_guard<std::mutex> lock(names_mutex());
   auto it = names().find(key);
   if (it == names().end()) throw std::invalid_argument("unknown strategy setting " + std::string(key));
-  return it->second;
+  std::vector<std::string> out = it->second;
+  if (resolved_later(key)) out.push_back("auto");
+  return out;
 }
 
 }  // namespace frugal

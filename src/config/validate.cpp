@@ -9,6 +9,8 @@
 
 #include "frugal/config/load.h"
 #include "frugal/config/strategy_names.h"
+#include "frugal/strategy/precision.h"
+#include "frugal/strategy/sharding_traits.h"
 #include "frugal/util/error.h"
 #include "internal.h"
 
@@ -221,7 +223,7 @@ void check_data(const Checker& c, const DataConfig& d, const ModelConfig& m) {
 }
 
 void check_optim(const Checker& c, const OptimConfig& o) {
-  c.one_of(o.type, {"adamw", "adam", "sgd", "adamw8bit", "adafactor"}, "optim.type");
+  c.one_of(o.type, strategy_names("optim.type"), "optim.type");
   c.positive(o.lr, "optim.lr");
   // The optimizers step in the parameters' dtype: an lr past fp32's range is no number there.
   c.require(o.lr <= 1e6, "optim.lr", fmt::format("must be <= 1e6, got {:g}", o.lr));
@@ -250,7 +252,7 @@ void check_optim(const Checker& c, const OptimConfig& o) {
 }
 
 void check_schedule(const Checker& c, const ScheduleConfig& s, const OptimConfig& o) {
-  c.one_of(s.type, {"constant", "cosine", "linear", "step"}, "schedule.type");
+  c.one_of(s.type, strategy_names("schedule.type"), "schedule.type");
   c.at_least<int64_t>(s.warmup_steps, 0, "schedule.warmup_steps");
   c.non_negative(s.min_lr, "schedule.min_lr");
   c.require(s.min_lr <= o.lr, "schedule.min_lr",
@@ -310,9 +312,11 @@ void check_checkpointing(const Checker& c, const CheckpointingConfig& p) {
 
 void check_in_backward(const Checker& c, const OptimConfig& o, const StrategyConfig& s) {
   if (!o.in_backward) return;
-  c.require(s.precision != "fp16-mixed", "optim.in_backward",
-            "cannot run with fp16-mixed: the loss scaler must see every gradient before the "
-            "first update (use bf16-mixed)",
+  const auto precision = find_precision_spec(s.precision);
+  c.require(!precision || !precision->loss_scaling, "optim.in_backward",
+            "cannot run with " + s.precision +
+                ": the loss scaler must see every gradient before "
+                "the first update (use bf16-mixed)",
             "strategy.precision");
   c.require(!s.offload.optimizer, "optim.in_backward",
             "is what offload.optimizer already does on the host (during backward): use one",
@@ -323,8 +327,8 @@ void check_in_backward(const Checker& c, const OptimConfig& o, const StrategyCon
 // have neither, so the optimizer would keep a full second moment per element.
 void check_optimizer_sharding(const Checker& c, const OptimConfig& o, const StrategyConfig& s) {
   const std::string& mode = s.sharding.mode;
-  c.require(o.type != "adafactor" || (mode != "zero1" && mode != "zero2" && mode != "zero3"),
-            "optim.type",
+  const auto traits = find_sharding_traits(mode);
+  c.require(o.type != "adafactor" || !traits || !traits->shards_optimizer_state, "optim.type",
             "adafactor cannot run with strategy.sharding.mode " + mode +
                 ": its flat shards have no rows and columns to factor (use adamw8bit, or "
                 "sharding none or ddp)",
@@ -346,7 +350,8 @@ void check_strategy(const Checker& c, const StrategyConfig& s) {
   c.at_least<int64_t>(s.sharding.prefetch, 0, "strategy.sharding.prefetch");
   c.at_least<int64_t>(s.offload.activation_prefetch, 0, "strategy.offload.activation_prefetch");
   if (s.offload.params) {
-    c.require(s.sharding.mode == "zero3", "strategy.offload.params",
+    const auto traits = find_sharding_traits(s.sharding.mode);
+    c.require(!traits || traits->shards_parameters, "strategy.offload.params",
               "needs strategy.sharding.mode zero3 (only zero3 shards the parameters), got '" +
                   s.sharding.mode + "'");
   }

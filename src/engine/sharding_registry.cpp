@@ -61,6 +61,10 @@ NamedRegistry<RegisteredSharding>& sharding_modes() {
   return modes;
 }
 
+// Built when the library loads, so that config validation knows the built-in names before
+// anything asked for this registry.
+[[maybe_unused]] const bool kShardingNamesAtLoad = (sharding_modes(), true);
+
 }  // namespace
 
 void register_sharding(const std::string& name, ShardingFactory factory,
@@ -71,6 +75,11 @@ void register_sharding(const std::string& name, ShardingFactory factory,
 }
 
 std::vector<std::string> sharding_names() { return sharding_modes().names(); }
+
+std::optional<ShardingTraits> find_sharding_traits(const std::string& mode) {
+  if (auto entry = sharding_modes().find(mode)) return entry->traits;
+  return std::nullopt;
+}
 
 ShardingTraits sharding_traits(const std::string& mode) {
   return sharding_modes().get(mode).traits;

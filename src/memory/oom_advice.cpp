@@ -32,8 +32,8 @@ std::vector<std::string> oom_advice(const Config& cfg, const OomFigures& f) {
                               format_bytes(std::min(logits, activations))));
   }
   const bool adam = cfg.optim.type == "adam" || cfg.optim.type == "adamw";
-  if (!cfg.optim.in_backward && cfg.optim.clip_grad_norm == 0 && s.precision != "fp16-mixed" &&
-      !s.offload.optimizer) {
+  if (!cfg.optim.in_backward && cfg.optim.clip_grad_norm == 0 &&
+      !precision_spec(s.precision).loss_scaling && !s.offload.optimizer) {
     // Gradients are 4 of the 16 bytes per parameter of Adam's state.
     out.push_back(fmt::format("stepping in backward would free ~{} of gradients as they are "
                               "made (optim.in_backward: true)",

@@ -300,8 +300,14 @@ std::vector<PlanRow> plan(const Config& cfg, const ModelProfile& profile, const 
       if (std::find(batches.begin(), batches.end(), m) == batches.end()) batches.push_back(m);
     }
   }
+  // One GPU: no sharding; several: every data-parallel mode, built in or registered.
   std::vector<std::string> shardings = {"none"};
-  if (o.gpus > 1) shardings = {"ddp", "zero1", "zero2", "zero3"};
+  if (o.gpus > 1) {
+    shardings.clear();
+    for (const std::string& mode : sharding_names()) {
+      if (sharding_traits(mode).data_parallel) shardings.push_back(mode);
+    }
+  }
   // optim.in_backward steps before any gradient norm exists: only without clipping.
   std::vector<bool> in_backward = {false};
   if (cfg.optim.clip_grad_norm == 0) in_backward.push_back(true);

@@ -4,6 +4,7 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
+#include "frugal/config/named_registry.h"
 #include "frugal/optim/adafactor.h"
 #include "frugal/optim/adamw8bit.h"
 #include "frugal/optim/fused_adam.h"
@@ -44,34 +45,47 @@ std::unique_ptr<torch::optim::OptimizerOptions> options_for(const OptimConfig& c
         AdafactorOptions(c.lr).weight_decay(weight_decay).scale_parameter(c.scale_parameter).beta1(
             c.beta1));
   }
-  throw Error("optim.type: unknown optimizer '" + c.type +
-              "' (expected adamw, adam, sgd, adamw8bit or adafactor)");
+  // A registered optimizer builds its own options; the built-in ones never get here.
+  throw Error("optim.type: '" + c.type + "' has no built-in options");
 }
 
-std::shared_ptr<torch::optim::Optimizer> build(const OptimConfig& c,
-                                               std::vector<torch::optim::OptimizerParamGroup> groups) {
+// One group per weight decay (decay, no_decay), each with its own options of the optimizer's
+// type.
+template <class Opt, class Options>
+std::shared_ptr<torch::optim::Optimizer> over_groups(const OptimConfig& c,
+                                                     const OptimizerGroups& params) {
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(params.decay, options_for(c, c.weight_decay));
+  groups.emplace_back(params.no_decay, options_for(c, 0.0));
   auto defaults = options_for(c, c.weight_decay);
-  if (c.type == "adamw") {
-    return std::make_shared<FusedAdamW>(std::move(groups),
-                                        static_cast<torch::optim::AdamWOptions&>(*defaults));
-  }
-  if (c.type == "adam") {
-    return std::make_shared<FusedAdam>(std::move(groups),
-                                       static_cast<torch::optim::AdamOptions&>(*defaults));
-  }
-  if (c.type == "adamw8bit") {
-    return std::make_shared<AdamW8bit>(std::move(groups),
-                                       static_cast<AdamW8bitOptions&>(*defaults));
-  }
-  if (c.type == "adafactor") {
-    return std::make_shared<Adafactor>(std::move(groups),
-                                       static_cast<AdafactorOptions&>(*defaults));
-  }
-  return std::make_shared<torch::optim::SGD>(std::move(groups),
-                                             static_cast<torch::optim::SGDOptions&>(*defaults));
+  return std::make_shared<Opt>(std::move(groups), static_cast<Options&>(*defaults));
 }
+
+NamedRegistry<OptimizerFactory>& optimizers() {
+  static NamedRegistry<OptimizerFactory> r(
+      "optim.type", "optimizer",
+      {
+          {"adamw", over_groups<FusedAdamW, torch::optim::AdamWOptions>},
+          {"adam", over_groups<FusedAdam, torch::optim::AdamOptions>},
+          {"sgd", over_groups<torch::optim::SGD, torch::optim::SGDOptions>},
+          {"adamw8bit", over_groups<AdamW8bit, AdamW8bitOptions>},
+          {"adafactor", over_groups<Adafactor, AdafactorOptions>},
+      },
+      /*validated=*/true);
+  return r;
+}
+
+// Built when the library loads, so that config validation knows the built-in names.
+[[maybe_unused]] const bool kOptimizerNamesAtLoad = (optimizers(), true);
 
 }  // namespace
+
+void register_optimizer(const std::string& name, OptimizerFactory factory) {
+  if (!factory) throw std::invalid_argument("register_optimizer: empty factory");
+  optimizers().add(name, std::move(factory));
+}
+
+std::vector<std::string> optimizer_names() { return optimizers().names(); }
 
 std::shared_ptr<torch::optim::Optimizer> make_optimizer(const OptimConfig& cfg,
                                                         const std::vector<at::Tensor>& params) {
@@ -84,10 +98,7 @@ std::shared_ptr<torch::optim::Optimizer> make_optimizer(const OptimConfig& cfg,
     throw Error("optim: nothing left to train: every parameter of the model is frozen (model.freeze, "
                 "model.lora)");
   }
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, options_for(cfg, cfg.weight_decay));
-  groups.emplace_back(no_decay, options_for(cfg, 0.0));
-  return build(cfg, std::move(groups));
+  return optimizers().get(cfg.type)(cfg, {std::move(decay), std::move(no_decay)});
 }
 
 std::shared_ptr<torch::optim::Optimizer> make_optimizer(const OptimConfig& cfg,

@@ -4,17 +4,49 @@
 #include <cmath>
 #include <numbers>
 
+#include "frugal/config/named_registry.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
+namespace {
+
+NamedRegistry<ScheduleFn>& schedules() {
+  static NamedRegistry<ScheduleFn> r(
+      "schedule.type", "schedule",
+      {
+          {"constant", [](const ScheduleConfig&, double base, double, int64_t) { return base; }},
+          {"cosine",
+           [](const ScheduleConfig& c, double base, double p, int64_t) {
+             return c.min_lr + (base - c.min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * p));
+           }},
+          {"linear", [](const ScheduleConfig& c, double base, double p,
+                        int64_t) { return base + (c.min_lr - base) * p; }},
+          {"step",
+           [](const ScheduleConfig& c, double base, double, int64_t step) {
+             return base * std::pow(c.gamma,
+                                    static_cast<double>(step / std::max<int64_t>(1, c.step_size)));
+           }},
+      },
+      /*validated=*/true);
+  return r;
+}
+
+// Built when the library loads, so that config validation knows the built-in names.
+[[maybe_unused]] const bool kScheduleNamesAtLoad = (schedules(), true);
+
+}  // namespace
+
+void register_schedule(const std::string& name, ScheduleFn fn) {
+  if (!fn) throw std::invalid_argument("register_schedule: empty function");
+  schedules().add(name, std::move(fn));
+}
+
+std::vector<std::string> schedule_names() { return schedules().names(); }
 
 LrSchedule::LrSchedule(const ScheduleConfig& cfg, double base_lr, int64_t max_steps)
-    : cfg_(cfg), base_lr_(base_lr) {
-  decay_steps_ = cfg.decay_steps > 0 ? cfg.decay_steps : std::max<int64_t>(1, max_steps - cfg.warmup_steps);
-  if (cfg.type != "constant" && cfg.type != "cosine" && cfg.type != "linear" && cfg.type != "step") {
-    throw Error("schedule.type: unknown schedule '" + cfg.type +
-                "' (expected constant, cosine, linear or step)");
-  }
+    : cfg_(cfg), base_lr_(base_lr), after_warmup_(schedules().get(cfg.type)) {
+  decay_steps_ =
+      cfg.decay_steps > 0 ? cfg.decay_steps : std::max<int64_t>(1, max_steps - cfg.warmup_steps);
 }
 
 double LrSchedule::lr_at(int64_t step) const {
@@ -23,14 +55,7 @@ double LrSchedule::lr_at(int64_t step) const {
   }
   const double p = std::clamp(
       static_cast<double>(step - cfg_.warmup_steps) / static_cast<double>(decay_steps_), 0.0, 1.0);
-  if (cfg_.type == "cosine") {
-    return cfg_.min_lr + (base_lr_ - cfg_.min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * p));
-  }
-  if (cfg_.type == "linear") return base_lr_ + (cfg_.min_lr - base_lr_) * p;
-  if (cfg_.type == "step") {
-    return base_lr_ * std::pow(cfg_.gamma, static_cast<double>(step / std::max<int64_t>(1, cfg_.step_size)));
-  }
-  return base_lr_;
+  return after_warmup_(cfg_, base_lr_, p, step);
 }
 
 }  // namespace frugal

@@ -50,6 +50,10 @@ NamedRegistry<CheckpointingPolicy>& policies() {
   return r;
 }
 
+// Built when the library loads, so that config validation knows the built-in names before
+// anything asked for this registry.
+[[maybe_unused]] const bool kCheckpointingNamesAtLoad = (policies(), true);
+
 CheckpointingPolicy find_policy(const std::string& name) { return policies().get(name); }
 
 void validate(const CheckpointingConfig& cfg, const std::vector<std::string>& block_lists) {

@@ -19,6 +19,10 @@ NamedRegistry<PrecisionSpec>& precisions() {
   return r;
 }
 
+// Built when the library loads, so that config validation knows the built-in names before
+// anything asked for this registry.
+[[maybe_unused]] const bool kPrecisionNamesAtLoad = (precisions(), true);
+
 }  // namespace
 
 void register_precision(const std::string& name, const PrecisionSpec& spec) {
@@ -26,6 +30,10 @@ void register_precision(const std::string& name, const PrecisionSpec& spec) {
 }
 
 PrecisionSpec precision_spec(const std::string& name) { return precisions().get(name); }
+
+std::optional<PrecisionSpec> find_precision_spec(const std::string& name) {
+  return precisions().find(name);
+}
 
 Precision::Precision(const std::string& name, const GradScalerConfig& sc) : name_(name) {
   const PrecisionSpec spec = precision_spec(name);

@@ -4,9 +4,14 @@
 
 #include <cmath>
 
+#include "frugal/strategy/precision.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
+
+NonFiniteGuard::NonFiniteGuard(NonFiniteOptions options)
+    : options_(std::move(options)),
+      loss_scaling_(precision_spec(options_.precision).loss_scaling) {}
 
 std::string NonFiniteGuard::check(const StepStats& st, bool update_was_pipelined) {
   const bool loss_ok = std::isfinite(st.loss);
@@ -22,7 +27,7 @@ std::string NonFiniteGuard::check(const StepStats& st, bool update_was_pipelined
     stop(st, what + " and the update ran during backward (offload's pipeline or "
                     "optim.in_backward), so it could not be skipped");
   }
-  const bool scaler_overflow = options_.precision == "fp16-mixed" && loss_ok;
+  const bool scaler_overflow = loss_scaling_ && loss_ok;
   if (options_.policy == "halt" && !scaler_overflow) stop(st, what + " (train.on_nonfinite: halt)");
   if (consecutive_ >= options_.max_consecutive) {
     stop(st, fmt::format("{}, and the last {} steps were skipped (train.max_nonfinite_steps)",
@@ -41,11 +46,11 @@ void NonFiniteGuard::stop(const StepStats& st, const std::string& why) const {
                                         "model's order: {}.",
                                         st.nonfinite_gradient);
   std::string advice;
-  if (options_.precision == "fp16-mixed") {
+  if (loss_scaling_) {
     advice = fmt::format(
-        " fp16's loss scale is down to {:g}: the model overflows fp16 even so; use "
+        " {}'s loss scale is down to {:g}: the model overflows it even so; use "
         "strategy.precision: bf16-mixed (same memory, fp32's range) or a lower optim.lr.",
-        st.loss_scale);
+        options_.precision, st.loss_scale);
   } else {
     advice = " Try a lower optim.lr, a longer schedule.warmup_steps or optim.clip_grad_norm.";
   }

@@ -95,12 +95,13 @@ struct Trainer::Impl {
     if (!cfg.model.init_adapter.empty()) hf::check_adapter_config(cfg.model, cfg.model.init_adapter);
     // The same for the activation policy, from the budget and this model's traced step.
     memory::resolve_auto_checkpointing(cfg, device, job.world_size);
-    // zero3 keeps a shard of each parameter per rank: its ranks take their slices of the
-    // weights after setup, each reading only what it keeps; the others load whole tensors.
-    // (A fine-tuned model's frozen base is whole on every rank: it loads before setup.)
-    const bool weights_after_setup = !cfg.model.init_from.empty() &&
-                                     cfg.strategy.sharding.mode == "zero3" &&
-                                     !finetuning(cfg.model);
+    // zero3 (a mode that shards parameters) keeps a shard of each parameter per rank: its ranks
+    // take their slices of the weights after setup, each reading only what it keeps; the others
+    // load whole tensors. (A fine-tuned model's frozen base is whole on every rank: it loads before
+    // setup.)
+    const bool weights_after_setup =
+        !cfg.model.init_from.empty() &&
+        sharding_traits(cfg.strategy.sharding.mode).shards_parameters && !finetuning(cfg.model);
     // The model as export rebuilds it (train/run_model.h): seeded, the base's weights, the
     // adapters and frozen parameters on it, the adapters' starting values.
     RunModelOptions build_options;

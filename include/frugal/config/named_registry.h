@@ -3,8 +3,9 @@
 // types. Built-in entries come with it; user code adds more (a name already taken, built in or
 // registered, is a frugal::Error); a config's name is looked up with a message that lists
 // what exists.
-// Where the config key's names are validated (strategy_names.h), adding an entry also makes
-// that key accept the name. Thread-safe.
+// Where the config key's names are validated (strategy_names.h), the built-in entries and
+// every added one are the names that key accepts, in that order: the names are written once,
+// here. Thread-safe.
 #pragma once
 
 #include <map>
@@ -23,13 +24,16 @@ template <typename Entry>
 class NamedRegistry {
  public:
   // `key`: the config key whose value names an entry ("strategy.precision"); `what`: the noun
-  // in messages ("precision"); `validated`: whether config validation checks that key's names.
-  NamedRegistry(std::string key, std::string what, std::map<std::string, Entry> builtins,
-                bool validated)
-      : key_(std::move(key)),
-        what_(std::move(what)),
-        entries_(std::move(builtins)),
-        validated_(validated) {}
+  // in messages ("precision"); `validated`: whether config validation checks that key's names
+  // (their order in its messages is the builtins' order here).
+  NamedRegistry(std::string key, std::string what,
+                std::vector<std::pair<std::string, Entry>> builtins, bool validated)
+      : key_(std::move(key)), what_(std::move(what)), validated_(validated) {
+    for (auto& [name, entry] : builtins) {
+      entries_.emplace(name, std::move(entry));
+      if (validated_) register_strategy_name(key_, name);
+    }
+  }
 
   void add(const std::string& name, Entry entry) {
     if (name.empty()) throw Error(key_ + ": a registered " + what_ + " needs a name");

@@ -12,7 +12,8 @@ namespace frugal {
 
 // key: "strategy.precision", "strategy.checkpointing.policy" or "strategy.sharding.mode".
 void register_strategy_name(std::string_view key, const std::string& name);
-// Built-in names first, then registered ones, in registration order.
+// Built-in names first, then registered ones, in registration order; then `auto` where the
+// key has it (precision, checkpointing policy).
 std::vector<std::string> strategy_names(std::string_view key);
 
 }  // namespace frugal

@@ -8,10 +8,22 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "frugal/config/config.h"
 
 namespace frugal {
+
+// A schedule after warmup: the rate of step `step` from the base rate and the decay's progress
+// p in [0, 1] (warmup is the same for every schedule and not its concern).
+using ScheduleFn =
+    std::function<double(const ScheduleConfig& cfg, double base_lr, double p, int64_t step)>;
+// Makes `name` a valid schedule.type (in YAML and for LrSchedule); a name already taken
+// (built in or registered) is a frugal::Error.
+void register_schedule(const std::string& name, ScheduleFn fn);
+std::vector<std::string> schedule_names();
 
 class LrSchedule {
  public:
@@ -22,6 +34,7 @@ class LrSchedule {
   ScheduleConfig cfg_;
   double base_lr_;
   int64_t decay_steps_;
+  ScheduleFn after_warmup_;
 };
 
 }  // namespace frugal

@@ -38,6 +38,8 @@ void register_precision(const std::string& name, const PrecisionSpec& spec);
 // running it (the planner, the out-of-memory advice); an unknown name is a frugal::Error
 // listing the known ones.
 PrecisionSpec precision_spec(const std::string& name);
+// None for a name that is no precision (`auto` included: it is resolved to one first).
+std::optional<PrecisionSpec> find_precision_spec(const std::string& name);
 
 // What strategy.precision: auto means on `device`: bf16-mixed on GPUs of compute capability
 // >= 8.0 and on CPUs with bf16 instructions (AVX512-BF16 or AMX), fp16-mixed (with its

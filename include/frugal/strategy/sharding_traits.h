@@ -11,6 +11,9 @@
 //   zero3  x              x                       x                 x
 #pragma once
 
+#include <optional>
+#include <string>
+
 namespace frugal {
 
 struct ShardingTraits {
@@ -19,5 +22,9 @@ struct ShardingTraits {
   bool shards_gradients = false;        // and 1/N of the gradients, once reduced (ZeRO-2)
   bool shards_parameters = false;       // and 1/N of the parameters between uses (ZeRO-3)
 };
+
+// The traits of a built-in or registered mode (engine/sharding_registry.h), none for a name
+// that is not one: for code that checks a config before anything runs.
+std::optional<ShardingTraits> find_sharding_traits(const std::string& mode);
 
 }  // namespace frugal

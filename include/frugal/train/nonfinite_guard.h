@@ -25,7 +25,7 @@ struct NonFiniteOptions {
 
 class NonFiniteGuard {
  public:
-  explicit NonFiniteGuard(NonFiniteOptions options) : options_(std::move(options)) {}
+  explicit NonFiniteGuard(NonFiniteOptions options);
   // After each step: throws frugal::Error when the run must stop; returns a line to log
   // when the step was skipped (empty otherwise).
   std::string check(const StepStats& st, bool update_was_pipelined);
@@ -35,6 +35,7 @@ class NonFiniteGuard {
  private:
   [[noreturn]] void stop(const StepStats& st, const std::string& why) const;
   NonFiniteOptions options_;
+  bool loss_scaling_;  // the precision scales the loss: an overflow is its scaler's to handle
   int64_t consecutive_ = 0;
   int64_t total_ = 0;
 };
