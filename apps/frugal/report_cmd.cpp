@@ -6,7 +6,7 @@
 
 #include "commands.h"
 #include "frugal/io/atomic_file.h"
-#include "frugal/train/report.h"
+#include "frugal/report/report.h"
 #include "frugal/util/error.h"
 
 namespace fs = std::filesystem;

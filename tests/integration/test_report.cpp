@@ -4,15 +4,15 @@
 // setting in the legend, ticks, the smoothing control); the CPU allocator's history
 // (memory.record_history) against the run's own peaks, drawn as a timeline; the CUDA
 // allocator-history timeline read from a snapshot pickle.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
-#include "frugal/train/report.h"
+#include "frugal/report/allocation_timeline.h"
+#include "frugal/report/report.h"
 #include "support/cli.h"
 
 using namespace frugal;

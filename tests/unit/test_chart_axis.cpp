@@ -2,7 +2,7 @@
 // range, logarithmic ticks, display units and tick labels.
 #include <catch2/catch.hpp>
 
-#include "frugal/train/chart_axis.h"
+#include "frugal/report/chart_axis.h"
 
 // Inside the namespace rather than `using namespace`: in a unity batch, frugal::Unit (the
 // models') would make `Unit` ambiguous.

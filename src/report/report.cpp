@@ -2,10 +2,9 @@
 // built from the runs' records (report_run.h), the configs. Colours belong to runs (to ranks
 // in the per-rank charts, to phases in the stacked and timeline charts); line styles to what
 // a line is (solid: train loss / peak; dashed: validation loss / current).
-#include "frugal/train/report.h"
+#include "frugal/report/report.h"
 
 #include <fmt/format.h>
-#include <torch/csrc/jit/serialization/pickle.h>
 
 #include <algorithm>
 #include <cmath>
@@ -26,7 +25,7 @@ using report::ChartSpec;
 using report::escape;
 using report::Line;
 using report::RunData;
-using chart::Unit;
+using AxisUnit = chart::Unit;  // not "Unit": frugal::Unit (a model block) shares unity batches
 
 const char* run_color(size_t i) {
   static const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
@@ -37,8 +36,10 @@ const char* run_color(size_t i) {
 // The step's phase times (per step, in seconds), in the order the step runs them.
 const std::vector<std::pair<std::string, std::string>>& phase_keys() {
   static const std::vector<std::pair<std::string, std::string>> keys = {
-      {"time_data_wait_s", "data_wait"}, {"time_forward_s", "forward"},
-      {"time_backward_s", "backward"},   {"time_comm_wait_s", "comm_wait"},
+      {"time_data_wait_s", "data_wait"},
+      {"time_forward_s", "forward"},
+      {"time_backward_s", "backward"},
+      {"time_comm_wait_s", "comm_wait"},
       {"time_optimizer_s", "optimizer"}};
   return keys;
 }
@@ -51,7 +52,7 @@ std::string label(double v) {
 }
 
 // A summary figure in the unit its chart shows it in ("12.3 k tok/s", "1.50 MiB", "41.2 ms").
-std::string in_unit(double v, Unit unit) {
+std::string in_unit(double v, AxisUnit unit) {
   if (std::isnan(v)) return "-";
   const chart::Scale s = chart::display_scale(unit, std::abs(v));
   return fmt::format("{:.3g} {}", v * s.factor, s.suffix);
@@ -118,10 +119,11 @@ std::string header(const std::vector<RunData>& runs, const std::vector<std::stri
       settings += (settings.empty() ? "" : ", ") + key + ": " +
                   (it == runs[i].config.end() ? std::string("-") : it->second);
     }
-    h += fmt::format("<span class='run'><span class='swatch' style='background:{}'></span>{}{}"
-                     "</span>",
-                     run_color(i), escape(runs[i].name),
-                     settings.empty() ? "" : " <span class='diff'>(" + escape(settings) + ")</span>");
+    h += fmt::format(
+        "<span class='run'><span class='swatch' style='background:{}'></span>{}{}"
+        "</span>",
+        run_color(i), escape(runs[i].name),
+        settings.empty() ? "" : " <span class='diff'>(" + escape(settings) + ")</span>");
   }
   h += "</div><div class='controls'><label for='smoothing'>smoothing</label> <input "
        "type='range' id='smoothing' min='0' max='0.99' step='0.01' value='0.6'> <span "
@@ -165,14 +167,14 @@ std::string summary(const std::vector<RunData>& runs) {
     return label(best);
   });
   row("median throughput", [&](const RunData& r) {
-    return in_unit(median(values(r, "tokens_per_s")), Unit::tokens_per_s);
+    return in_unit(median(values(r, "tokens_per_s")), AxisUnit::tokens_per_s);
   });
   row("median step time", [&](const RunData& r) {
-    return in_unit(median(values(r, "step_time_s")), Unit::seconds);
+    return in_unit(median(values(r, "step_time_s")), AxisUnit::seconds);
   });
   row("peak allocated", [&](const RunData& r) {
     const auto v = values(r, "mem_allocated_peak_bytes");
-    return in_unit(v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()), Unit::bytes);
+    return in_unit(v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()), AxisUnit::bytes);
   });
   row("ranks", [](const RunData& r) { return std::to_string(r.ranks); });
   return t + "</table>";
@@ -192,12 +194,15 @@ std::string training_charts(const std::vector<RunData>& runs) {
                 {"validation loss", several ? "#555" : run_color(0), true}};
     out += report::render_chart(c);
   }
-  out += report::render_chart({.title = "Learning rate", .smooth = false,
-                               .lines = per_run(runs, "lr", "lr")});
-  out += report::render_chart({.title = "Throughput", .y_unit = Unit::tokens_per_s,
+  out += report::render_chart(
+      {.title = "Learning rate", .smooth = false, .lines = per_run(runs, "lr", "lr")});
+  out += report::render_chart({.title = "Throughput",
+                               .y_unit = AxisUnit::tokens_per_s,
                                .y_from_zero = true,
                                .lines = per_run(runs, "tokens_per_s", "tokens / s")});
-  out += report::render_chart({.title = "Step time", .y_unit = Unit::seconds, .y_from_zero = true,
+  out += report::render_chart({.title = "Step time",
+                               .y_unit = AxisUnit::seconds,
+                               .y_from_zero = true,
                                .lines = per_run(runs, "step_time_s", "step time")});
   // The step's phases: stacked for one run (where the step's time goes), one chart per phase
   // for several (how each phase compares).
@@ -207,8 +212,11 @@ std::string training_charts(const std::vector<RunData>& runs) {
   }
   if (!any_phase) return out;
   if (!several) {
-    ChartSpec c{.title = "Step phases", .y_unit = Unit::seconds, .smooth = false,
-                .stacked = true, .y_from_zero = true};
+    ChartSpec c{.title = "Step phases",
+                .y_unit = AxisUnit::seconds,
+                .smooth = false,
+                .stacked = true,
+                .y_from_zero = true};
     for (const auto& [key, name] : phase_keys()) {
       for (auto& l : nonzero(per_run(runs, key, name))) {
         l.color = report::phase_color(name);
@@ -221,8 +229,10 @@ std::string training_charts(const std::vector<RunData>& runs) {
     for (const auto& [key, name] : phase_keys()) {
       auto lines = nonzero(per_run(runs, key, name));
       if (lines.empty()) continue;
-      out += report::render_chart({.title = "Phase: " + name, .y_unit = Unit::seconds,
-                                   .y_from_zero = true, .lines = std::move(lines)});
+      out += report::render_chart({.title = "Phase: " + name,
+                                   .y_unit = AxisUnit::seconds,
+                                   .y_from_zero = true,
+                                   .lines = std::move(lines)});
     }
   }
   return out;
@@ -231,24 +241,30 @@ std::string training_charts(const std::vector<RunData>& runs) {
 std::string memory_charts(const std::vector<RunData>& runs) {
   const bool several = runs.size() > 1;
   std::string out = "<h2>Memory</h2>";
-  ChartSpec alloc{.title = "Allocated", .y_unit = Unit::bytes, .smooth = false,
-                  .y_from_zero = true};
+  ChartSpec alloc{
+      .title = "Allocated", .y_unit = AxisUnit::bytes, .smooth = false, .y_from_zero = true};
   alloc.lines = per_run(runs, "mem_allocated_peak_bytes", "peak since the previous record");
   for (auto& l : per_run(runs, "mem_allocated_bytes", "current", true)) alloc.lines.push_back(l);
   alloc.legend = {{"peak since the previous record", several ? "#555" : run_color(0), false},
                   {"current", several ? "#555" : run_color(0), true}};
   out += report::render_chart(alloc);
-  out += report::render_chart({.title = "Host resident (RSS peak)", .y_unit = Unit::bytes,
-                               .smooth = false, .y_from_zero = true,
+  out += report::render_chart({.title = "Host resident (RSS peak)",
+                               .y_unit = AxisUnit::bytes,
+                               .smooth = false,
+                               .y_from_zero = true,
                                .lines = per_run(runs, "host_rss_peak_bytes", "RSS peak")});
   for (const auto& run : runs) {
     if (run.ranks < 2) continue;
     const std::string of = several ? " (" + run.name + ")" : "";
     out += "<h2>Ranks" + escape(of) + "</h2>";
-    out += report::render_chart({.title = "Step time per rank" + of, .y_unit = Unit::seconds,
-                                 .y_from_zero = true, .lines = per_rank(run, "rank_step_time_s")});
-    out += report::render_chart({.title = "Peak allocated per rank" + of, .y_unit = Unit::bytes,
-                                 .smooth = false, .y_from_zero = true,
+    out += report::render_chart({.title = "Step time per rank" + of,
+                                 .y_unit = AxisUnit::seconds,
+                                 .y_from_zero = true,
+                                 .lines = per_rank(run, "rank_step_time_s")});
+    out += report::render_chart({.title = "Peak allocated per rank" + of,
+                                 .y_unit = AxisUnit::bytes,
+                                 .smooth = false,
+                                 .y_from_zero = true,
                                  .lines = per_rank(run, "rank_mem_allocated_peak_bytes")});
   }
   return out;
@@ -262,7 +278,9 @@ std::string history_charts(const std::vector<RunData>& runs) {
     any = true;
     const report::MemoryTimeline& m = *runs[i].memory;
     ChartSpec c{.title = fmt::format("Live bytes over time: {} ({})", runs[i].name, m.device),
-                .x_unit = Unit::seconds, .y_unit = Unit::bytes, .smooth = false,
+                .x_unit = AxisUnit::seconds,
+                .y_unit = AxisUnit::bytes,
+                .smooth = false,
                 .y_from_zero = true};
     c.lines.push_back({.label = "live", .color = run_color(i), .x = m.t, .y = m.live});
     c.bands = m.ranges;
@@ -277,8 +295,9 @@ std::string history_charts(const std::vector<RunData>& runs) {
       note += fmt::format("; the {} oldest were dropped (memory.history_max_events)", m.dropped);
     }
     if (m.device == "cuda") {
-      note += "; it opens in PyTorch's memory viewer (https://pytorch.org/memory_viz); the "
-              "phases are not drawn (CUDA's clock is not the trace's)";
+      note +=
+          "; it opens in PyTorch's memory viewer (https://pytorch.org/memory_viz); the "
+          "phases are not drawn (CUDA's clock is not the trace's)";
     }
     out += "<p>" + escape(note) + ".</p>";
   }
@@ -314,7 +333,8 @@ std::string configs(const std::vector<RunData>& runs, const std::vector<std::str
     if (runs.size() == 1) {
       out += "<pre>" + text + "</pre>";
     } else {
-      out += "<details><summary>" + escape(run.name) + "</summary><pre>" + text + "</pre></details>";
+      out +=
+          "<details><summary>" + escape(run.name) + "</summary><pre>" + text + "</pre></details>";
     }
   }
   return out;
@@ -322,41 +342,16 @@ std::string configs(const std::vector<RunData>& runs, const std::vector<std::str
 
 }  // namespace
 
-std::vector<std::pair<double, double>> allocation_timeline(const std::string& snapshot_pickle) {
-  // A plain pickle (not torch.save's zip): the JIT unpickler reads it.
-  c10::IValue root = torch::jit::unpickle(snapshot_pickle.data(), snapshot_pickle.size());
-  std::vector<std::pair<double, double>> out;
-  if (!root.isGenericDict()) return out;
-  auto dict = root.toGenericDict();
-  if (!dict.contains("device_traces")) return out;
-  auto traces = dict.at("device_traces").toList();
-  if (traces.empty()) return out;
-  double allocated = 0;
-  for (const c10::IValue& ev : traces.get(0).toList()) {
-    auto e = ev.toGenericDict();
-    const std::string action = e.at("action").toStringRef();
-    const double size = static_cast<double>(e.at("size").toInt());
-    if (action == "alloc") allocated += size;
-    else if (action == "free_completed") allocated -= size;
-    else continue;
-    const double t = e.contains("time_us") ? static_cast<double>(e.at("time_us").toInt())
-                                           : static_cast<double>(out.size());
-    out.emplace_back(t, allocated);
-  }
-  return out;
-}
-
 std::string render_report(const std::vector<fs::path>& run_dirs) {
   if (run_dirs.empty()) throw Error("report: no run directory given");
   const std::vector<RunData> runs = report::read_runs(run_dirs);
   const std::vector<std::string> diff = report::differing_settings(runs);
-  const std::string title = runs.size() == 1 ? runs[0].name
-                                             : fmt::format("{} runs", runs.size());
-  return "<!doctype html><html><head><meta charset='utf-8'><title>frugal report: " +
-         escape(title) + "</title><style>" + report::kPageStyle + "</style></head><body>" +
-         header(runs, diff) + summary(runs) + training_charts(runs) + memory_charts(runs) +
-         history_charts(runs) + configs(runs, diff) + "<div id='hover'></div><script>" +
-         report::kPageScript + "</script></body></html>\n";
+  const std::string title = runs.size() == 1 ? runs[0].name : fmt::format("{} runs", runs.size());
+  return "<!doctype html><html><head><meta charset='utf-8'><title>frugal report: " + escape(title) +
+         "</title><style>" + report::kPageStyle + "</style></head><body>" + header(runs, diff) +
+         summary(runs) + training_charts(runs) + memory_charts(runs) + history_charts(runs) +
+         configs(runs, diff) + "<div id='hover'></div><script>" + report::kPageScript +
+         "</script></body></html>\n";
 }
 
 std::string render_report(const fs::path& run_dir) {

@@ -16,8 +16,4 @@ namespace frugal {
 std::string render_report(const std::vector<std::filesystem::path>& run_dirs);
 std::string render_report(const std::filesystem::path& run_dir);
 
-// The allocator history's timeline from a memory snapshot (the pickle PyTorch's memory viewer
-// reads): (time in microseconds, bytes allocated) after each alloc / free of device 0's trace.
-std::vector<std::pair<double, double>> allocation_timeline(const std::string& snapshot_pickle);
-
 }  // namespace frugal

@@ -31,8 +31,8 @@ struct Mapping {
   bool log;
   double px(double x) const { return kLeft + (x - x0) / (x1 - x0) * (kWidth - kLeft - kRight); }
   double py(double y) const {
-    const double f = log ? (std::log(y) - std::log(y0)) / (std::log(y1) - std::log(y0))
-                         : (y - y0) / (y1 - y0);
+    const double f =
+        log ? (std::log(y) - std::log(y0)) / (std::log(y1) - std::log(y0)) : (y - y0) / (y1 - y0);
     return kBottom - f * kPlotHeight;
   }
   bool drawable(double y) const { return std::isfinite(y) && (!log || y > 0); }
@@ -101,8 +101,7 @@ std::string svg_body(const ChartSpec& spec, bool log_y, const chart::Scale& xs_s
     y1 += pad;
     if (!(spec.y_from_zero && y0 == 0)) y0 -= pad;
   }
-  const chart::Ticks xt =
-      chart::linear_ticks(x0, x1, 9, false, spec.x_unit == chart::Unit::steps);
+  const chart::Ticks xt = chart::linear_ticks(x0, x1, 9, false, spec.x_unit == chart::Unit::steps);
   chart::Ticks yt;
   if (log_y) {
     const double pad = std::pow(y1 / y0, 0.04);
@@ -122,8 +121,8 @@ std::string svg_body(const ChartSpec& spec, bool log_y, const chart::Scale& xs_s
       "viewBox='0 0 {} {}' data-x0='{}' data-x1='{}' data-y0='{}' data-y1='{}' data-log='{}' "
       "data-left='{}' data-right='{}' data-top='{}' data-bottom='{}' data-xunit='{}' "
       "data-yunit='{}'>",
-      spec.smooth ? " smooth" : "", kWidth, height, kWidth, height, num(m.x0), num(m.x1),
-      num(m.y0), num(m.y1), log_y ? 1 : 0, kLeft, kWidth - kRight, kTop, kBottom,
+      spec.smooth ? " smooth" : "", kWidth, height, kWidth, height, num(m.x0), num(m.x1), num(m.y0),
+      num(m.y1), log_y ? 1 : 0, kLeft, kWidth - kRight, kTop, kBottom,
       escape(spec.x_unit == chart::Unit::steps ? "step" : xs_scale.suffix),
       escape(ys_scale.suffix));
   svg += fmt::format("<rect x='{}' y='{}' width='{}' height='{}' fill='#fcfcfc' stroke='#888'/>",
@@ -131,15 +130,15 @@ std::string svg_body(const ChartSpec& spec, bool log_y, const chart::Scale& xs_s
   // Grid and tick labels.
   for (double v : yt.values) {
     const double y = m.py(v);
-    svg += fmt::format("<line x1='{}' y1='{:.1f}' x2='{}' y2='{:.1f}' stroke='#e3e3e3'/>", kLeft,
-                       y, kWidth - kRight, y);
+    svg += fmt::format("<line x1='{}' y1='{:.1f}' x2='{}' y2='{:.1f}' stroke='#e3e3e3'/>", kLeft, y,
+                       kWidth - kRight, y);
     svg += fmt::format("<text class='tick' x='{}' y='{:.1f}' text-anchor='end'>{}</text>",
                        kLeft - 4, y + 4, escape(chart::tick_label(v, yt.step, ys_scale.suffix)));
   }
   for (double v : xt.values) {
     const double x = m.px(v);
-    svg += fmt::format("<line x1='{:.1f}' y1='{}' x2='{:.1f}' y2='{}' stroke='#e3e3e3'/>", x,
-                       kTop, x, kBottom);
+    svg += fmt::format("<line x1='{:.1f}' y1='{}' x2='{:.1f}' y2='{}' stroke='#e3e3e3'/>", x, kTop,
+                       x, kBottom);
     svg += fmt::format("<text class='tick' x='{:.1f}' y='{}' text-anchor='middle'>{}</text>", x,
                        kBottom + 14, escape(chart::tick_label(v, xt.step, "")));
   }
@@ -149,9 +148,10 @@ std::string svg_body(const ChartSpec& spec, bool log_y, const chart::Scale& xs_s
                                  : xs_scale.suffix;
   svg += fmt::format("<text class='tick' x='{}' y='{}' text-anchor='end'>{}</text>",
                      kWidth - kRight, kBottom + 28, escape(x_name));
-  svg += fmt::format("<clipPath id='{{clip}}'><rect x='{}' y='{}' width='{}' height='{}'/>"
-                     "</clipPath><g clip-path='url(#{{clip}})'>",
-                     kLeft, kTop - 2, kWidth - kLeft - kRight, kPlotHeight + 4);
+  svg += fmt::format(
+      "<clipPath id='{{clip}}'><rect x='{}' y='{}' width='{}' height='{}'/>"
+      "</clipPath><g clip-path='url(#{{clip}})'>",
+      kLeft, kTop - 2, kWidth - kLeft - kRight, kPlotHeight + 4);
   // Data.
   if (spec.stacked) {
     for (size_t i = 0; i < lines.size(); ++i) {
@@ -180,15 +180,14 @@ std::string svg_body(const ChartSpec& spec, bool log_y, const chart::Scale& xs_s
       svg += fmt::format(
           "<polyline class='data{}' fill='none' stroke='{}' stroke-width='2'{} points='{}' "
           "data-xv='{}' data-v='{}' data-label='{}'/>",
-          l.markers ? " nosmooth" : "", l.color, dash, pts, join(l.x), join(l.y),
-          escape(l.label));
+          l.markers ? " nosmooth" : "", l.color, dash, pts, join(l.x), join(l.y), escape(l.label));
       if (l.markers || l.x.size() == 1) {
         for (size_t i = 0; i < l.x.size(); ++i) {
           if (!m.drawable(l.y[i])) continue;
-          svg += fmt::format("<circle cx='{:.1f}' cy='{:.1f}' r='3' fill='{}'><title>{}: {}"
-                             "</title></circle>",
-                             m.px(l.x[i]), m.py(l.y[i]), l.color, escape(l.label),
-                             num(l.y[i]));
+          svg += fmt::format(
+              "<circle cx='{:.1f}' cy='{:.1f}' r='3' fill='{}'><title>{}: {}"
+              "</title></circle>",
+              m.px(l.x[i]), m.py(l.y[i]), l.color, escape(l.label), num(l.y[i]));
         }
       }
     }
@@ -200,9 +199,9 @@ std::string svg_body(const ChartSpec& spec, bool log_y, const chart::Scale& xs_s
     const double xa = std::max(kLeft, m.px(b.start));
     const double xb = std::min(kWidth - kRight, m.px(b.end));
     if (xb < kLeft || xa > kWidth - kRight) continue;
-    svg += fmt::format(
-        "<rect class='band' x='{:.2f}' y='{}' width='{:.2f}' height='{}' fill='{}'/>", xa, y,
-        std::max(0.6, xb - xa), kBandRow - 3, phase_color(b.name));
+    svg +=
+        fmt::format("<rect class='band' x='{:.2f}' y='{}' width='{:.2f}' height='{}' fill='{}'/>",
+                    xa, y, std::max(0.6, xb - xa), kBandRow - 3, phase_color(b.name));
   }
   for (const auto& [name, row] : rows) {
     svg += fmt::format("<text class='band-label' x='{}' y='{}' text-anchor='end'>{}</text>",
@@ -229,12 +228,23 @@ std::string escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -269,7 +279,7 @@ void envelope(std::vector<double>& x, std::vector<double>& y, size_t columns) {
 
 std::string phase_color(const std::string& name) {
   static const std::map<std::string, std::string> known = {
-      {"data_wait", "#9e9e9e"}, {"forward", "#4e79a7"},    {"backward", "#f28e2b"},
+      {"data_wait", "#9e9e9e"}, {"forward", "#4e79a7"},   {"backward", "#f28e2b"},
       {"comm_wait", "#b07aa1"}, {"optimizer", "#59a14f"}, {"step", "#bab0ac"},
       {"eval", "#76b7b2"},      {"checkpoint", "#edc948"}};
   for (const auto& [key, color] : known) {

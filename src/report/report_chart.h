@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "frugal/train/chart_axis.h"
+#include "frugal/report/chart_axis.h"
 
 namespace frugal::report {
 

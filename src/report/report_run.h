@@ -16,22 +16,22 @@
 namespace frugal::report {
 
 struct MemoryTimeline {
-  std::string device;              // "cpu", or "cuda" for the pickle
-  std::string file;                // its file name
-  std::vector<double> t, live;     // seconds since recording started, live bytes
-  std::vector<Band> ranges;        // phases, seconds since recording started
-  int64_t events = 0;              // events in the file
-  int64_t dropped = 0;             // events the bounded buffer overwrote
-  double peak = 0;                 // the highest live bytes of the file (before thinning)
+  std::string device;           // "cpu", or "cuda" for the pickle
+  std::string file;             // its file name
+  std::vector<double> t, live;  // seconds since recording started, live bytes
+  std::vector<Band> ranges;     // phases, seconds since recording started
+  int64_t events = 0;           // events in the file
+  int64_t dropped = 0;          // events the bounded buffer overwrote
+  double peak = 0;              // the highest live bytes of the file (before thinning)
 };
 
 struct RunData {
   std::filesystem::path dir;
-  std::string name;                          // unique among the report's runs
-  std::vector<nlohmann::json> records;       // every line of metrics.jsonl
-  std::vector<nlohmann::json> steps;         // the training records (those with a loss)
-  std::string config_text;                   // config.resolved.yaml, "" if missing
-  std::map<std::string, std::string> config; // flattened: "strategy.precision" -> "bf16-mixed"
+  std::string name;                           // unique among the report's runs
+  std::vector<nlohmann::json> records;        // every line of metrics.jsonl
+  std::vector<nlohmann::json> steps;          // the training records (those with a loss)
+  std::string config_text;                    // config.resolved.yaml, "" if missing
+  std::map<std::string, std::string> config;  // flattened: "strategy.precision" -> "bf16-mixed"
   int ranks = 1;
   std::optional<MemoryTimeline> memory;
 };
@@ -43,7 +43,7 @@ std::vector<RunData> read_runs(const std::vector<std::filesystem::path>& dirs);
 std::vector<std::string> differing_settings(const std::vector<RunData>& runs);
 
 // (step, value) of `key` in the records having it.
-void series(const std::vector<nlohmann::json>& recs, const std::string& key,
-            std::vector<double>& x, std::vector<double>& y);
+void series(const std::vector<nlohmann::json>& recs, const std::string& key, std::vector<double>& x,
+            std::vector<double>& y);
 
 }  // namespace frugal::report

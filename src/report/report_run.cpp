@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "frugal/train/report.h"
+#include "frugal/report/allocation_timeline.h"
 #include "frugal/util/error.h"
 
 namespace fs = std::filesystem;
@@ -88,8 +88,8 @@ MemoryTimeline read_cpu_history(const fs::path& file) {
     // One row per kind of range: "micro_step 3" and "all_reduce 4.0 MiB" by their first word.
     std::string name = r.at(0).get<std::string>();
     name = name.substr(0, name.find(' '));
-    m.ranges.push_back({name, (r.at(1).get<double>() - start) / 1e6,
-                        (r.at(2).get<double>() - start) / 1e6});
+    m.ranges.push_back(
+        {name, (r.at(1).get<double>() - start) / 1e6, (r.at(2).get<double>() - start) / 1e6});
   }
   return m;
 }
@@ -142,8 +142,8 @@ std::vector<RunData> read_runs(const std::vector<fs::path>& dirs) {
   for (const fs::path& dir : dirs) {
     const fs::path metrics = dir / "metrics.jsonl";
     if (!fs::exists(metrics)) {
-      throw Error(fmt::format("report: '{}' has no metrics.jsonl (is it a run directory?)",
-                              dir.string()));
+      throw Error(
+          fmt::format("report: '{}' has no metrics.jsonl (is it a run directory?)", dir.string()));
     }
     RunData run;
     run.dir = dir;

@@ -1,4 +1,4 @@
-#include "frugal/train/chart_axis.h"
+#include "frugal/report/chart_axis.h"
 
 #include <fmt/format.h>
 
@@ -95,7 +95,8 @@ Scale display_scale(Unit unit, double max_abs) {
       if (max_abs >= 1e3) return {1e-3, "k tok/s"};
       return {1, "tok/s"};
     case Unit::steps:
-    case Unit::none: break;
+    case Unit::none:
+      break;
   }
   return {1, ""};
 }
