@@ -42,6 +42,40 @@
 namespace fs = std::filesystem;
 
 namespace frugal {
+namespace {
+
+bool every(int64_t period, int64_t step) { return period > 0 && step % period == 0; }
+
+// Rank 0 tells the story; the others warn and fail. Log files close with the run.
+struct RunLogScope {
+  explicit RunLogScope(bool main) : quiet(!main) {
+    if (quiet) log::set_level(log::Level::warn);
+  }
+  ~RunLogScope() {
+    log::close_files();
+    if (quiet) log::set_level(log::Level::info);
+  }
+  RunLogScope(const RunLogScope&) = delete;
+  RunLogScope& operator=(const RunLogScope&) = delete;
+  bool quiet;
+};
+
+// Stops the metrics (progress bar, memory history file) when the loop ends, by an error too.
+struct MetricsStop {
+  explicit MetricsStop(MetricsRecorder& m) : metrics(m) {}
+  ~MetricsStop() {
+    try {
+      metrics.stop();
+    } catch (const std::exception& e) {
+      log::warn(std::string("stopping the metrics: ") + e.what());  // the run's error matters more
+    }
+  }
+  MetricsStop(const MetricsStop&) = delete;
+  MetricsStop& operator=(const MetricsStop&) = delete;
+  MetricsRecorder& metrics;
+};
+
+}  // namespace
 
 struct Trainer::Impl {
   Config cfg;
@@ -58,6 +92,117 @@ struct Trainer::Impl {
   std::shared_ptr<Tokenizer> sample_tokenizer;  // the end-of-run sample's, null for bytes
 
   Impl(Config c, dist::RankInfo j) : cfg(std::move(c)), job(std::move(j)) {}
+
+  // The run directory (every rank decides and fails alike; rank 0 alone creates it, the
+  // others wait), the flight recorder's folder, the log file, then build(): a start that
+  // fails leaves no directory of its own behind.
+  void open_run(std::optional<dist::FatalDumpScope>& fatal_dump) {
+    // A job's ranks verify a checkpoint together, each reading its share of it.
+    CheckpointVerifier verify;
+    if (comm && comm->size() > 1) {
+      verify = [c = comm](const std::filesystem::path& ckpt) {
+        dist::verify_checkpoint_together(*c, ckpt);
+      };
+    }
+    plan = prepare_run_dir(cfg, /*create=*/main, verify);
+    if (comm) {
+      comm->barrier();
+      comm->set_flight_recorder_dir(plan.dir / "flight_recorder");
+      if (comm->size() > 1) fatal_dump.emplace(*comm);
+    }
+    if (main) {
+      log::add_file((plan.dir / "train.log").string());
+      for (const auto& line : plan.warnings) log::warn(line);
+    }
+    log::info(fmt::format("run directory: {}", plan.dir.string()));
+    try {
+      build();
+    } catch (...) {
+      // A model that cannot be built, data that cannot be read: the directory this start made
+      // holds only its log, and would refuse the corrected command's rerun. The error itself
+      // reaches the user on stderr.
+      if (main && plan.fresh) {
+        log::close_files();
+        try {
+          io::remove_tree(plan.created.empty() ? plan.dir : plan.created);
+        } catch (const std::exception&) {
+          // Left behind: the error being reported matters more.
+        }
+      }
+      throw;
+    }
+  }
+
+  // The checkpoint the run directory resumes from, if any: its step (-1 when fresh).
+  int64_t resume() {
+    if (!plan.resume_from) return -1;
+    const CheckpointManager::Resumed resumed = checkpoints->resume(*plan.resume_from);
+    loader->set_position(resumed.data);
+    log::info(fmt::format("resumed from {} (step {})", plan.resume_from->string(), resumed.step));
+    return resumed.step;
+  }
+
+  void train_loop(MetricsRecorder& metrics, TrainResult& result) {
+    // train.profile: LibTorch's profiler over a few steps, written as a Chrome trace.
+    StepProfiler profiler(cfg.train.profile, plan.dir, device, comm ? comm->rank() : 0,
+                          comm ? comm->size() : 1);
+    NonFiniteGuard nonfinite(
+        {cfg.train.on_nonfinite, cfg.train.max_nonfinite_steps, cfg.strategy.precision});
+    model->train();
+    while (engine->steps_done() < cfg.train.max_steps) {
+      // The step's phase times start here: what ran since (evaluation, checkpoints, the
+      // metrics' gathering) is no step's.
+      (void)trace::take_phase_times();
+      profiler.before_step(engine->steps_done() + 1);
+      Batch batch;
+      {
+        trace::Range data_wait("data_wait", trace::Phase::data_wait);
+        batch = loader->next().to(device, /*non_blocking=*/true);
+      }
+      const StepStats st = step(batch, metrics);
+      result.last_loss = st.loss;
+      profiler.after_step(st.step);
+      metrics.record(st);
+      if (metrics.histogram_step(st.step)) {
+        FullParameters full(engine->sharding());  // a collective: every rank takes part
+        metrics.record_histograms(*model, st.step);
+      }
+      const std::string skipped = nonfinite.check(st, st.pipelined);
+      if (!skipped.empty()) metrics.message(skipped);
+      if (every(cfg.memory.empty_cache_every, st.step)) memory::empty_cache(device);
+      if (every(cfg.train.eval_every, st.step)) {
+        result.val_loss = evaluator->evaluate();
+        metrics.record_eval(st.step, result.val_loss);
+      }
+      if (every(cfg.train.checkpoint_every, st.step)) {
+        save(st.step);
+        if (main) metrics.message(fmt::format("checkpoint: {}", checkpoints->last().string()));
+      }
+    }
+    profiler.finish();
+  }
+
+  // After the last step: the final checkpoint and evaluation, the sample.
+  void finish(MetricsRecorder& metrics, TrainResult& result) {
+    result.steps = engine->steps_done();
+    if (cfg.train.save_final && checkpoints->last_step() != result.steps) {
+      save(result.steps);
+      log::info(fmt::format("checkpoint: {}", checkpoints->last().string()));
+    }
+    result.last_checkpoint = checkpoints->last();
+    if (std::isnan(result.val_loss) && cfg.train.eval_batches > 0) {
+      result.val_loss = evaluator->evaluate();
+      metrics.record_eval(result.steps, result.val_loss, /*final=*/true);
+    }
+    if (!std::isnan(result.val_loss)) {
+      log::info(fmt::format("final val loss {:.4f}, perplexity {:.2f}", result.val_loss,
+                            std::exp(result.val_loss)));
+    }
+    if (cfg.generate.tokens > 0) {
+      FullParameters full(engine->sharding());  // a collective: every rank takes part
+      if (main) result.sample = sample_text(cfg, *model, device, sample_tokenizer.get());
+    }
+  }
 
   // The process: threads, counted host memory, and its place in the job (docs/distributed.md).
   void join_job() {
@@ -192,10 +337,6 @@ struct Trainer::Impl {
   void save(int64_t step) { checkpoints->save(step, loader->position()); }
 };
 
-namespace {
-bool every(int64_t period, int64_t step) { return period > 0 && step % period == 0; }
-}  // namespace
-
 Trainer::Trainer(Config cfg, dist::RankInfo job)
     : impl_(std::make_unique<Impl>(std::move(cfg), std::move(job))) {}
 Trainer::~Trainer() = default;
@@ -204,136 +345,29 @@ TrainResult Trainer::run() {
   Impl& s = *impl_;
   const Config& cfg = s.cfg;
   s.join_job();
-  // Rank 0 tells the story; the others warn and fail. Log files close with the run.
-  struct LogScope {
-    bool quiet;
-    ~LogScope() {
-      log::close_files();
-      if (quiet) log::set_level(log::Level::info);
-    }
-  } log_scope{!s.main};
-  if (!s.main) log::set_level(log::Level::warn);
-
-  // Every rank decides (and fails) alike; rank 0 alone creates, and the others wait for it.
-  // A job's ranks verify a checkpoint together, each reading its share of it.
-  CheckpointVerifier verify;
-  if (s.comm && s.comm->size() > 1) {
-    verify = [comm = s.comm](const std::filesystem::path& ckpt) {
-      dist::verify_checkpoint_together(*comm, ckpt);
-    };
-  }
-  s.plan = prepare_run_dir(cfg, /*create=*/s.main, verify);
+  const RunLogScope log_scope(s.main);
   // A rank stopped by a signal, or by a failure no caller can catch, still leaves its
   // collectives' record in the run directory (distributed/fatal_dump.h).
   std::optional<dist::FatalDumpScope> fatal_dump;
-  if (s.comm) {
-    s.comm->barrier();
-    s.comm->set_flight_recorder_dir(s.plan.dir / "flight_recorder");
-    if (s.comm->size() > 1) fatal_dump.emplace(*s.comm);
-  }
-  if (s.main) log::add_file((s.plan.dir / "train.log").string());
-  if (s.main) {
-    for (const auto& line : s.plan.warnings) log::warn(line);
-  }
-  log::info(fmt::format("run directory: {}", s.plan.dir.string()));
-  try {
-    s.build();
-  } catch (...) {
-    // A model that cannot be built, data that cannot be read: the directory this start made
-    // holds only its log, and would refuse the corrected command's rerun. The error itself
-    // reaches the user on stderr.
-    if (s.main && s.plan.fresh) {
-      log::close_files();
-      try {
-        io::remove_tree(s.plan.created.empty() ? s.plan.dir : s.plan.created);
-      } catch (const std::exception&) {
-        // Left behind: the error being reported matters more.
-      }
-    }
-    throw;
-  }
+  s.open_run(fatal_dump);
 
   TrainResult result;
   result.run_dir = s.plan.dir;
   result.is_main = s.main;
-  if (s.plan.resume_from) {
-    const CheckpointManager::Resumed resumed = s.checkpoints->resume(*s.plan.resume_from);
-    s.loader->set_position(resumed.data);
-    result.resumed_from = resumed.step;
-    log::info(fmt::format("resumed from {} (step {})", s.plan.resume_from->string(), resumed.step));
-  }
+  result.resumed_from = s.resume();
   // Only now, with any resume verified, does anything in the run directory change.
   if (s.main) io::write_file_atomic(s.plan.dir / "config.resolved.yaml", to_yaml(cfg));
   MetricsRecorder metrics(cfg, s.plan.dir, s.comm, s.device, result.resumed_from);
-
-  {
-    const int64_t T = resolved_seq_len(cfg.data, cfg.model);
-    metrics.set_model_flops(s.model->flops_per_token(T), T);
-  }
+  const int64_t T = resolved_seq_len(cfg.data, cfg.model);
+  metrics.set_model_flops(s.model->flops_per_token(T), T);
   metrics.start(s.engine->steps_done());
-  // train.profile: LibTorch's profiler over a few steps, written as a Chrome trace.
-  StepProfiler profiler(cfg.train.profile, s.plan.dir, s.device, s.comm ? s.comm->rank() : 0,
-                        s.comm ? s.comm->size() : 1);
-  NonFiniteGuard nonfinite({cfg.train.on_nonfinite, cfg.train.max_nonfinite_steps,
-                            cfg.strategy.precision});
-  s.model->train();
-  while (s.engine->steps_done() < cfg.train.max_steps) {
-    // The step's phase times start here: what ran since (evaluation, checkpoints, the
-    // metrics' gathering) is no step's.
-    (void)trace::take_phase_times();
-    profiler.before_step(s.engine->steps_done() + 1);
-    Batch batch;
-    {
-      trace::Range data_wait("data_wait", trace::Phase::data_wait);
-      batch = s.loader->next().to(s.device, /*non_blocking=*/true);
-    }
-    const StepStats st = s.step(batch, metrics);
-    result.last_loss = st.loss;
-    profiler.after_step(st.step);
-    metrics.record(st);
-    if (metrics.histogram_step(st.step)) {
-      FullParameters full(s.engine->sharding());  // a collective: every rank takes part
-      metrics.record_histograms(*s.model, st.step);
-    }
-    try {
-      const std::string skipped = nonfinite.check(st, st.pipelined);
-      if (!skipped.empty()) metrics.message(skipped);
-    } catch (const Error&) {
-      metrics.stop();
-      throw;
-    }
-    if (every(cfg.memory.empty_cache_every, st.step)) memory::empty_cache(s.device);
-    if (every(cfg.train.eval_every, st.step)) {
-      result.val_loss = s.evaluator->evaluate();
-      metrics.record_eval(st.step, result.val_loss);
-    }
-    if (every(cfg.train.checkpoint_every, st.step)) {
-      s.save(st.step);
-      if (s.main) metrics.message(fmt::format("checkpoint: {}", s.checkpoints->last().string()));
-    }
+  {
+    const MetricsStop stop_metrics(metrics);  // the progress bar and memory history, however
+                                              // the loop ends
+    s.train_loop(metrics, result);
   }
-  profiler.finish();
-  metrics.stop();
   log::info(metrics.summary());
-
-  result.steps = s.engine->steps_done();
-  if (cfg.train.save_final && s.checkpoints->last_step() != result.steps) {
-    s.save(result.steps);
-    log::info(fmt::format("checkpoint: {}", s.checkpoints->last().string()));
-  }
-  result.last_checkpoint = s.checkpoints->last();
-  if (std::isnan(result.val_loss) && cfg.train.eval_batches > 0) {
-    result.val_loss = s.evaluator->evaluate();
-    metrics.record_eval(result.steps, result.val_loss, /*final=*/true);
-  }
-  if (!std::isnan(result.val_loss)) {
-    log::info(fmt::format("final val loss {:.4f}, perplexity {:.2f}", result.val_loss,
-                          std::exp(result.val_loss)));
-  }
-  if (cfg.generate.tokens > 0) {
-    FullParameters full(s.engine->sharding());  // a collective: every rank takes part
-    if (s.main) result.sample = sample_text(cfg, *s.model, s.device, s.sample_tokenizer.get());
-  }
+  s.finish(metrics, result);
   return result;
 }
 
