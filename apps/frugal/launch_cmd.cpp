@@ -1,10 +1,10 @@
 #include "commands.h"
-#include "launcher.h"
+#include "frugal/distributed/launcher.h"
 
 namespace frugal::cli {
 
 void add_launch(CLI::App& app, Action& run, const std::vector<std::string>& after_dashes) {
-  auto o = std::make_shared<LaunchOptions>();
+  auto o = std::make_shared<dist::LaunchOptions>();
   auto* cmd = app.add_subcommand(
       "launch",
       "Start the ranks of a multi-process job on this node (torchrun's environment contract): "
@@ -33,7 +33,7 @@ void add_launch(CLI::App& app, Action& run, const std::vector<std::string>& afte
     for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
       o->frugal_commands.push_back(sub->get_name());
     }
-    run = [o] { return launch(*o); };
+    run = [o] { return dist::launch(*o); };
   });
 }
 

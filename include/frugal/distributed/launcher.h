@@ -1,4 +1,5 @@
-// `frugal launch`: starts the ranks of a job on this node with torchrun's environment contract
+// `frugal launch` (apps/frugal/launch_cmd.cpp is its command line): starts the ranks of a job
+// on this node with torchrun's environment contract
 // (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,
 // TORCHELASTIC_RESTART_COUNT), and supervises them:
 //   - every output line of rank N is printed with a "[rank N] " prefix (stdout to stdout,
@@ -14,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace frugal::cli {
+namespace frugal::dist {
 
 struct LaunchOptions {
   int nproc_per_node = 1;
@@ -29,9 +30,14 @@ struct LaunchOptions {
   std::vector<std::string> command;
   // frugal's subcommands: a bare first word that is one of them runs frugal itself.
   std::vector<std::string> frugal_commands;
+  // The frugal executable those run ("": this process's own, as `frugal launch` is).
+  std::string frugal_executable;
+  // Where the ranks' prefixed lines go (file descriptors): stdout and stderr by default.
+  int out_fd = 1;
+  int err_fd = 2;
 };
 
 // Runs the job; returns the exit code for the launcher (0 when every rank succeeded).
 int launch(const LaunchOptions& options);
 
-}  // namespace frugal::cli
+}  // namespace frugal::dist

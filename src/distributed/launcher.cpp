@@ -1,4 +1,4 @@
-#include "launcher.h"
+#include "frugal/distributed/launcher.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -20,10 +20,11 @@
 
 #include "frugal/distributed/env.h"
 #include "frugal/util/error.h"
+#include "rank_processes.h"
 
 extern char** environ;
 
-namespace frugal::cli {
+namespace frugal::dist {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -31,60 +32,12 @@ using Clock = std::chrono::steady_clock;
 volatile sig_atomic_t g_signal = 0;
 void remember_signal(int sig) { g_signal = sig; }
 
-void write_all(int fd, const std::string& text) {
-  const char* p = text.data();
-  size_t left = text.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-}
-
 void say(const std::string& line) { write_all(STDERR_FILENO, "frugal launch: " + line + "\n"); }
-
-// One output stream of one rank: whole lines are printed with the rank's prefix.
-struct Stream {
-  int fd = -1;      // read end of the pipe, -1 once closed
-  int out_fd = 1;   // where its lines go
-  std::string pending;
-  // The last line with something in it: a failed rank's error, repeated in the launcher's
-  // account of the job's end, where a long interleaved log would otherwise bury it.
-  std::string last_line;
-
-  void emit(const std::string& prefix, bool flush_partial) {
-    size_t start = 0;
-    for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
-      print(prefix, pending.substr(start, nl - start));
-    }
-    pending.erase(0, start);
-    if (flush_partial && !pending.empty()) {
-      print(prefix, pending);
-      pending.clear();
-    }
-  }
-
- private:
-  void print(const std::string& prefix, const std::string& line) {
-    write_all(out_fd, prefix + line + "\n");
-    if (line.find_first_not_of(" \t\r") != std::string::npos) last_line = line;
-  }
-};
-
-struct Child {
-  int rank = 0;
-  pid_t pid = -1;
-  bool running = false;
-  int exit_code = 0;  // 128 + signal when killed
-  Stream out, err;
-};
 
 // --master-port 0: a free port on this host, or what the user can do instead.
 int free_port_or_explain() {
   try {
-    return dist::free_loopback_port();
+    return free_loopback_port();
   } catch (const Error& e) {
     throw Error(fmt::format("launch: {} (pass --master-port)", e.what()));
   }
@@ -97,17 +50,11 @@ std::string self_executable() {
   return p.string();
 }
 
-struct Job {
-  std::string program;
-  std::vector<std::string> args;  // argv, argv[0] included
-};
-
 bool is_frugal_command(const LaunchOptions& o) {
   const std::string& first = o.command.front();
   return first.find('/') == std::string::npos &&
-         (o.frugal_commands.empty() ||
-          std::find(o.frugal_commands.begin(), o.frugal_commands.end(), first) !=
-              o.frugal_commands.end());
+         (o.frugal_commands.empty() || std::find(o.frugal_commands.begin(), o.frugal_commands.end(),
+                                                 first) != o.frugal_commands.end());
 }
 
 bool executable_file(const std::string& path) {
@@ -130,9 +77,10 @@ std::string program_on_path(const LaunchOptions& o) {
     start = end + 1;
   }
   if (executable_file(name)) {
-    throw Error(fmt::format("launch: '{}' is not on PATH; to run the one in this folder, write "
-                            "'./{}'",
-                            name, name));
+    throw Error(
+        fmt::format("launch: '{}' is not on PATH; to run the one in this folder, write "
+                    "'./{}'",
+                    name, name));
   }
   std::string known;
   for (const auto& c : o.frugal_commands) known += (known.empty() ? "" : ", ") + c;
@@ -143,13 +91,13 @@ std::string program_on_path(const LaunchOptions& o) {
 Job job_for(const LaunchOptions& o, int attempt) {
   Job job;
   if (!is_frugal_command(o)) {
-    job.program = o.command.front().find('/') != std::string::npos ? o.command.front()
-                                                                    : program_on_path(o);
+    job.program =
+        o.command.front().find('/') != std::string::npos ? o.command.front() : program_on_path(o);
     job.args = o.command;
     return job;
   }
   // A frugal subcommand: run this very executable.
-  job.program = self_executable();
+  job.program = o.frugal_executable.empty() ? self_executable() : o.frugal_executable;
   job.args.push_back("frugal");
   job.args.insert(job.args.end(), o.command.begin(), o.command.end());
   // A restarted training job continues from its newest checkpoint instead of refusing the
@@ -193,104 +141,6 @@ std::vector<std::string> environment_for(const LaunchOptions& o, int local_rank,
   return env;
 }
 
-std::vector<char*> c_strings(std::vector<std::string>& v) {
-  std::vector<char*> out;
-  for (auto& s : v) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
-Child spawn(const Job& job, std::vector<std::string> env, int rank) {
-  int out[2], err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
-    throw Error(fmt::format("launch: cannot create pipes: {}", std::strerror(errno)));
-  }
-  std::vector<std::string> args = job.args;
-  auto argv = c_strings(args);
-  auto envp = c_strings(env);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) throw Error(fmt::format("launch: fork failed: {}", std::strerror(errno)));
-  if (pid == 0) {
-    // Only async-signal-safe calls from here to exec.
-    ::dup2(out[1], STDOUT_FILENO);
-    ::dup2(err[1], STDERR_FILENO);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(1);
-    ::signal(SIGINT, SIG_DFL);
-    ::signal(SIGTERM, SIG_DFL);
-    ::execve(job.program.c_str(), argv.data(), envp.data());
-    const char msg[] = "frugal launch: cannot execute the rank's program\n";
-    (void)!::write(STDERR_FILENO, msg, sizeof(msg) - 1);
-    ::_exit(127);
-  }
-  ::close(out[1]);
-  ::close(err[1]);
-  Child c;
-  c.rank = rank;
-  c.pid = pid;
-  c.running = true;
-  c.out.fd = out[0];
-  c.out.out_fd = STDOUT_FILENO;
-  c.err.fd = err[0];
-  c.err.out_fd = STDERR_FILENO;
-  return c;
-}
-
-// Reads what is available from every open stream (waiting up to timeout_ms); prints lines.
-void pump(std::vector<Child>& children, int timeout_ms) {
-  std::vector<pollfd> fds;
-  std::vector<std::pair<Child*, Stream*>> owners;
-  for (auto& c : children) {
-    for (Stream* s : {&c.out, &c.err}) {
-      if (s->fd < 0) continue;
-      fds.push_back({s->fd, POLLIN, 0});
-      owners.emplace_back(&c, s);
-    }
-  }
-  if (fds.empty()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
-    return;
-  }
-  if (::poll(fds.data(), fds.size(), timeout_ms) <= 0) return;
-  char buf[65536];
-  for (size_t i = 0; i < fds.size(); ++i) {
-    if (fds[i].revents == 0) continue;
-    auto [child, stream] = owners[i];
-    const std::string prefix = fmt::format("[rank {}] ", child->rank);
-    const ssize_t n = ::read(stream->fd, buf, sizeof(buf));
-    if (n > 0) {
-      stream->pending.append(buf, static_cast<size_t>(n));
-      stream->emit(prefix, false);
-    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-      stream->emit(prefix, true);
-      ::close(stream->fd);
-      stream->fd = -1;
-    }
-  }
-}
-
-void reap(std::vector<Child>& children) {
-  for (auto& c : children) {
-    if (!c.running) continue;
-    int status = 0;
-    if (::waitpid(c.pid, &status, WNOHANG) == c.pid) {
-      c.running = false;
-      c.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-  }
-}
-
-void signal_all(std::vector<Child>& children, int sig) {
-  for (auto& c : children) {
-    if (c.running) ::kill(c.pid, sig);
-  }
-}
-
-bool any_running(const std::vector<Child>& children) {
-  return std::any_of(children.begin(), children.end(), [](const Child& c) { return c.running; });
-}
-
 struct Outcome {
   int code = 0;
   int failed_rank = -1;
@@ -304,7 +154,7 @@ Outcome run_attempt(const LaunchOptions& o, int attempt) {
   std::vector<Child> children;
   for (int local = 0; local < o.nproc_per_node; ++local) {
     children.push_back(spawn(job, environment_for(o, local, port, attempt),
-                             o.node_rank * o.nproc_per_node + local));
+                             o.node_rank * o.nproc_per_node + local, o.out_fd, o.err_fd));
   }
   Outcome outcome;
   std::optional<Clock::time_point> kill_at;
@@ -344,13 +194,7 @@ Outcome run_attempt(const LaunchOptions& o, int attempt) {
     if (!any_running(children) && streams_open) {
       pump(children, 200);
       for (auto& c : children) {
-        for (Stream* s : {&c.out, &c.err}) {
-          if (s->fd >= 0) {
-            s->emit(fmt::format("[rank {}] ", c.rank), true);
-            ::close(s->fd);
-            s->fd = -1;
-          }
-        }
+        for (Stream* s : {&c.out, &c.err}) s->close_now(fmt::format("[rank {}] ", c.rank));
       }
     }
   }
@@ -369,7 +213,8 @@ int launch(const LaunchOptions& o) {
   if (o.nnodes < 1 || o.node_rank < 0 || o.node_rank >= o.nnodes) {
     throw Error("launch: --node-rank must be in [0, --nnodes)");
   }
-  if (o.master_port < 0 || o.master_port > 65535) throw Error("launch: --master-port must be 0-65535");
+  if (o.master_port < 0 || o.master_port > 65535)
+    throw Error("launch: --master-port must be 0-65535");
   if (o.master_port == 0 && o.nnodes > 1) {
     throw Error("launch: --master-port 0 (a free port) only works on one node; give the port");
   }
@@ -387,7 +232,7 @@ int launch(const LaunchOptions& o) {
       throw Error(fmt::format("launch: cannot run '{}': not an executable file", program));
     }
   }
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = remember_signal;
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGINT, &sa, nullptr);
@@ -397,15 +242,15 @@ int launch(const LaunchOptions& o) {
     if (r.code == 0) return 0;
     if (r.signal != 0) return r.code;
     if (attempt < o.max_restarts) {
-      say(fmt::format("restarting all {} ranks (restart {} of {})", o.nproc_per_node,
-                      attempt + 1, o.max_restarts));
+      say(fmt::format("restarting all {} ranks (restart {} of {})", o.nproc_per_node, attempt + 1,
+                      o.max_restarts));
       continue;
     }
-    say(fmt::format("job failed: rank {} exited with code {}{}", r.failed_rank, r.code,
-                    r.last_error.empty() ? std::string()
-                                         : fmt::format("; its last words: {}", r.last_error)));
+    say(fmt::format(
+        "job failed: rank {} exited with code {}{}", r.failed_rank, r.code,
+        r.last_error.empty() ? std::string() : fmt::format("; its last words: {}", r.last_error)));
     return r.code;
   }
 }
 
-}  // namespace frugal::cli
+}  // namespace frugal::dist
