@@ -11,13 +11,13 @@
 #include <iostream>
 #include <sstream>
 
-#include "checkpoint_source.h"
 #include "commands.h"
 #include "frugal/data/batch.h"
 #include "frugal/data/instruction_data.h"
 #include "frugal/data/token_stream.h"
 #include "frugal/data/tokenizer.h"
 #include "frugal/engine/device.h"
+#include "frugal/train/checkpoint_source.h"
 #include "frugal/train/sample.h"
 #include "frugal/train/window_eval.h"
 #include "frugal/util/error.h"

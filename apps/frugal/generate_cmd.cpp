@@ -9,13 +9,13 @@
 #include <iostream>
 #include <sstream>
 
-#include "checkpoint_source.h"
 #include "commands.h"
 #include "frugal/data/chat.h"
 #include "frugal/data/tokenizer.h"
 #include "frugal/engine/device.h"
 #include "frugal/hf/folder.h"
 #include "frugal/models/decode.h"
+#include "frugal/train/checkpoint_source.h"
 #include "frugal/train/sample.h"
 #include "frugal/util/error.h"
 

@@ -1,4 +1,4 @@
-#include "checkpoint_source.h"
+#include "frugal/train/checkpoint_source.h"
 
 #include <fmt/format.h>
 
@@ -13,19 +13,20 @@
 
 namespace fs = std::filesystem;
 
-namespace frugal::cli {
+namespace frugal {
 
 using io::NamedTensors;
 
 // The run's settings, from the checkpoint's meta.json (the resolved config it trained with).
-Config config_of(const fs::path& dir, const Checkpoint& ckpt, const std::string& format) {
+Config checkpoint_config(const fs::path& dir, const Checkpoint& ckpt, const std::string& format) {
   const std::string what = (dir / "meta.json").string();
   const nlohmann::json meta = io::checkpoint_meta(ckpt, dir);
   if (!meta.is_object() || !meta.contains("config")) {
     throw Error(what + ": no config (written by an older frugal); --format " + format +
                 " needs the model's settings");
   }
-  if (!meta["config"].is_string()) throw Error(what + ": config: expected the resolved YAML as a string");
+  if (!meta["config"].is_string())
+    throw Error(what + ": config: expected the resolved YAML as a string");
   return resolved_config(meta["config"].get<std::string>(), what);
 }
 
@@ -33,14 +34,14 @@ Config config_of(const fs::path& dir, const Checkpoint& ckpt, const std::string&
 fs::path resolve_checkpoint(const fs::path& source, const std::string& command) {
   if (fs::exists(source / "manifest.json")) return source;
   if (auto latest = latest_checkpoint(source / "checkpoints")) return *latest;
-  throw Error(fmt::format("{}: '{}' is neither a checkpoint nor a run directory with one",
-                          command, source.string()));
+  throw Error(fmt::format("{}: '{}' is neither a checkpoint nor a run directory with one", command,
+                          source.string()));
 }
 
 // The checkpoint's whole weights, in the layout's order then what was saved unsharded
 // (buffers, frozen parameters): a sharded checkpoint's parameters put back together by name
 // from the ranks' shards, reading only their bytes (not the optimizer state beside them).
-NamedTensors weights(const fs::path& dir, dist::CheckpointReader& reader) {
+NamedTensors checkpoint_weights(const fs::path& dir, dist::CheckpointReader& reader) {
   if (!reader.has_shards()) return reader.model();
   const std::string what = (dir / "meta.json").string();
   const nlohmann::json meta = io::checkpoint_meta(reader.checkpoint(), dir);
@@ -50,7 +51,8 @@ NamedTensors weights(const fs::path& dir, dist::CheckpointReader& reader) {
   for (const auto& flat : layout.flats) {
     for (const auto& name : flat.names) {
       auto it = whole.find(name);
-      if (it == whole.end()) throw Error(fmt::format("{}: no saved value of '{}'", dir.string(), name));
+      if (it == whole.end())
+        throw Error(fmt::format("{}: no saved value of '{}'", dir.string(), name));
       out.emplace_back(name, std::move(it->second));
     }
   }
@@ -72,9 +74,10 @@ SourceModel load_source_model(const fs::path& source, const std::string& command
   const fs::path ckpt_dir = resolve_checkpoint(source, command);
   verify_checkpoint(ckpt_dir);
   dist::CheckpointReader reader(ckpt_dir, /*rank=*/0);
-  out.cfg = config_of(ckpt_dir, reader.checkpoint(), command);
-  out.model = restore_run_model(out.cfg, weights(ckpt_dir, reader), (ckpt_dir / "model.pt").string());
+  out.cfg = checkpoint_config(ckpt_dir, reader.checkpoint(), command);
+  out.model = restore_run_model(out.cfg, checkpoint_weights(ckpt_dir, reader),
+                                (ckpt_dir / "model.pt").string());
   return out;
 }
 
-}  // namespace frugal::cli
+}  // namespace frugal

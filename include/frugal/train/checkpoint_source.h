@@ -1,5 +1,5 @@
-// A trained model's source for the commands that read one (export, eval): a run directory or
-// a checkpoint, its settings and whole weights; or a Hugging Face folder.
+// A trained model's source for what reads one (export, eval, generate): a run directory or a
+// checkpoint, its settings and whole weights; or a Hugging Face folder.
 #pragma once
 
 #include <filesystem>
@@ -12,11 +12,12 @@
 #include "frugal/io/named_tensors.h"
 #include "frugal/models/model.h"
 
-namespace frugal::cli {
+namespace frugal {
 
 // The run's settings, from the checkpoint's meta.json (the resolved config it trained with);
 // `format` names what needs them in the error of a checkpoint without.
-Config config_of(const std::filesystem::path& dir, const Checkpoint& ckpt, const std::string& format);
+Config checkpoint_config(const std::filesystem::path& dir, const Checkpoint& ckpt,
+                         const std::string& format);
 
 // A run directory means its newest checkpoint; a checkpoint directory means itself. `command`
 // prefixes the error.
@@ -24,7 +25,8 @@ std::filesystem::path resolve_checkpoint(const std::filesystem::path& source,
                                          const std::string& command);
 
 // The checkpoint's whole weights, sharded ones put back together by name.
-io::NamedTensors weights(const std::filesystem::path& dir, dist::CheckpointReader& reader);
+io::NamedTensors checkpoint_weights(const std::filesystem::path& dir,
+                                    dist::CheckpointReader& reader);
 
 // The model `source` holds, as training built it, on the CPU: a Hugging Face folder (a
 // config.json and its weights) or a run directory / checkpoint (verified whole first).
@@ -34,4 +36,4 @@ struct SourceModel {
 };
 SourceModel load_source_model(const std::filesystem::path& source, const std::string& command);
 
-}  // namespace frugal::cli
+}  // namespace frugal
