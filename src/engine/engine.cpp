@@ -17,7 +17,6 @@
 #include "frugal/optim/optimizer.h"
 #include "frugal/strategy/activation_offload.h"
 #include "frugal/strategy/checkpointing.h"
-#include "frugal/strategy/in_backward_update.h"
 #include "frugal/strategy/offload.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
@@ -76,7 +75,7 @@ std::vector<Batch> split_batch(const Batch& batch, int64_t k) {
 Engine::Engine(EngineOptions options, std::shared_ptr<dist::Communicator> comm)
     : options_(std::move(options)),
       comm_(std::move(comm)),
-      // "auto" waits for the device (setup); fp32 until then.
+      // "auto" waits for the model's device (setup resolves it); fp32 until then.
       precision_(options_.strategy.precision == "auto" ? "fp32" : options_.strategy.precision,
                  options_.strategy.grad_scaler) {
   if (options_.strategy.accumulation < 1) {
@@ -94,11 +93,11 @@ void Engine::setup(std::shared_ptr<torch::nn::Module> model,
     device_ = p.device();
     break;
   }
-  if (options_.strategy.precision == "auto") {
-    options_.strategy.precision = auto_precision(device_);
-    precision_ = Precision(options_.strategy.precision, options_.strategy.grad_scaler);
-    log::info(fmt::format("strategy.precision auto: {} on {}", options_.strategy.precision,
-                          device_.str()));
+  const std::string precision = resolve_precision(options_.strategy.precision, device_);
+  if (precision != options_.strategy.precision) {
+    log::info(fmt::format("strategy.precision auto: {} on {}", precision, device_.str()));
+    options_.strategy.precision = precision;
+    precision_ = Precision(precision, options_.strategy.grad_scaler);
   }
 
   // Model transforms, in a fixed order (docs/architecture.md): checkpointing first (innermost).
@@ -132,15 +131,13 @@ void Engine::setup(std::shared_ptr<torch::nn::Module> model,
   }
   // Then where the update runs (offload.optimizer moves the optimizer to the host; in_backward
   // steps during backward).
-  if (options_.optimizer_in_backward) {
-    if (offload.optimizer || options_.clip_grad_norm > 0.0 || precision_.scaler() != nullptr) {
-      throw Error("optim.in_backward: needs no gradient clipping, no fp16 loss scaling and no "
-                  "offload.optimizer (which overlaps backward itself)");
-    }
-    update_ = std::make_shared<InBackwardUpdate>(!sharding_->owns_gradient_buffers());
-  } else {
-    update_ = make_optimizer_update(offload, *optimizer_);
-  }
+  UpdateChoice choice;
+  choice.offload = offload;
+  choice.in_backward = options_.optimizer_in_backward;
+  choice.clip_grad_norm = options_.clip_grad_norm;
+  choice.loss_scaling = precision_.scaler() != nullptr;
+  choice.free_gradients = !sharding_->owns_gradient_buffers();
+  update_ = make_optimizer_update(choice, *optimizer_);
 }
 
 void Engine::reload_parameters() { update_->reload_from_device(); }
@@ -169,16 +166,16 @@ const OptimizerOffload* Engine::offload() const {
 }
 
 StepStats Engine::step(const Batch& batch, const LossFn& loss_sum_fn) {
-  run_backward(batch, loss_sum_fn, /*allow_pipeline=*/true);
+  run_backward(batch, loss_sum_fn, /*allow_overlap=*/true);
   return optimizer_step();
 }
 
 StepStats Engine::forward_backward(const Batch& batch, const LossFn& loss_sum_fn) {
-  // Not pipelined: the caller may read or edit every gradient before the update.
-  return run_backward(batch, loss_sum_fn, /*allow_pipeline=*/false);
+  // Not overlapped: the caller may read or edit every gradient before the update.
+  return run_backward(batch, loss_sum_fn, /*allow_overlap=*/false);
 }
 
-StepStats Engine::run_backward(const Batch& batch, const LossFn& loss_sum_fn, bool allow_pipeline) {
+StepStats Engine::run_backward(const Batch& batch, const LossFn& loss_sum_fn, bool allow_overlap) {
   if (!model_ || !optimizer_) throw std::logic_error("Engine::step called before setup()");
   if (pending_.active) {
     throw Error("Engine::forward_backward: the previous step's optimizer_step() was not called");
@@ -191,16 +188,13 @@ StepStats Engine::run_backward(const Batch& batch, const LossFn& loss_sum_fn, bo
   // Exact integers in a double up to 2^53: the divisor is the whole job's target count.
   const double step_targets = sharding_->sum_across_ranks(static_cast<double>(stats.targets));
 
-  // The update may overlap backward when nothing needs every gradient before it (no
-  // clipping, no loss scaling, no caller reading them): each parameter is updated as soon as
-  // its gradient is final. The learning rate is set first.
-  const bool pipelined = allow_pipeline && update_->overlaps_backward() &&
-                         options_.clip_grad_norm <= 0.0 && precision_.scaler() == nullptr;
-  pending_.pipelined = pipelined;
-  if (pipelined) {
-    stats.lr = set_step_learning_rate();
-    update_->begin_pipeline(*optimizer_);
-  }
+  // The step's learning rate, then where its update runs: it may overlap backward when
+  // nothing needs every gradient before it (no clipping, no loss scaling, no caller reading
+  // them), each parameter updated as soon as its gradient is final.
+  stats.lr = set_step_learning_rate();
+  const bool overlap =
+      update_->begin_step(*optimizer_, allow_overlap && options_.clip_grad_norm <= 0.0 &&
+                                           precision_.scaler() == nullptr);
 
   // 1. Forward (under the precision's autocast) and backward over the micro-batches;
   //    gradients accumulate in .grad.
@@ -211,7 +205,7 @@ StepStats Engine::run_backward(const Batch& batch, const LossFn& loss_sum_fn, bo
     const Batch& micro = micro_batches[i];
     trace::Range micro_range(trace::names_wanted() ? fmt::format("micro_step {}", i) : "");
     sharding_->begin_micro_step(i, k);
-    if (pipelined && i == k - 1) {
+    if (overlap && i == k - 1) {
       std::weak_ptr<OptimizerUpdate> weak = update_;
       sharding_->notify_final_gradients([weak](const std::vector<at::Tensor>& params) {
         if (auto update = weak.lock()) update->ready(params);
@@ -272,27 +266,25 @@ StepStats Engine::optimizer_step() {
   }
   pending_.active = false;
   StepStats& stats = pending_.stats;
-  const bool pipelined = pending_.pipelined;
   std::optional<trace::Range> optimizer_range(std::in_place, "optimizer", trace::Phase::optimizer);
 
-  // 3. The global gradient norm and clipping.
+  // 3. The global gradient norm (with what an update during backward freed) and clipping.
   {
     trace::Range norm("grad_norm");
     stats.grad_norm = std::sqrt(sharding_->grad_norm_squared(params_).item<double>() +
-                                (pipelined ? update_->freed_grad_norm_squared() : 0.0));
+                                update_->freed_grad_norm_squared());
   }
   const bool finite = !pending_.found_inf && std::isfinite(stats.grad_norm);
-  stats.pipelined = pipelined;
+  stats.pipelined = update_->overlapping();
   if (!finite) stats.nonfinite_gradient = first_nonfinite_gradient(*model_);
-  // Clipping: frugal's fused Adam(W) multiplies the gradients inside its update (one pass
-  // over them fewer, which is what the host step of offload is bound by); any other
-  // optimizer gets them scaled first.
-  // (Not under the pipeline: its host thread may be stepping now, and nothing clips there.)
-  auto* factor_in_step =
-      pipelined ? nullptr : dynamic_cast<GradientFactorInStep*>(optimizer_.get());
+  // Clipping (never with an update during backward): frugal's fused Adam(W) multiplies the
+  // gradients inside its update (one pass over them fewer, which is what the host step of
+  // offload is bound by); any other optimizer gets them scaled first.
   const double clip_factor = finite && options_.clip_grad_norm > 0.0
                                  ? clip_coefficient(stats.grad_norm, options_.clip_grad_norm)
                                  : 1.0;
+  auto* factor_in_step =
+      clip_factor < 1.0 ? dynamic_cast<GradientFactorInStep*>(optimizer_.get()) : nullptr;
   if (factor_in_step) {
     factor_in_step->set_gradient_factor(clip_factor);
   } else if (clip_factor < 1.0) {
@@ -301,21 +293,14 @@ StepStats Engine::optimizer_step() {
   }
 
   // 4. The update; a step with non-finite gradients is skipped (fp16: the scaler backs off).
-  if (!pipelined) stats.lr = set_step_learning_rate();
-  if (pipelined) {
-    // Waits for what ran during backward and updates the rest. Non-finite gradients cannot
-    // be skipped here: their parameters may have been updated already.
+  OptimizerUpdate::Outcome outcome;
+  {
     trace::Range update("update");
-    update_->finish_pipeline();
-    stats.skipped = !finite;
-  } else if (finite) {
-    trace::Range update("update");
-    update_->step(*optimizer_);
-  } else {
-    stats.skipped = true;
+    outcome = update_->finish_step(*optimizer_, finite);
   }
+  stats.skipped = outcome.skipped;
   if (factor_in_step) factor_in_step->set_gradient_factor(1.0);
-  sharding_->after_optimizer_step(finite || pipelined);
+  sharding_->after_optimizer_step(outcome.parameters_changed);
   precision_.update();
   sharding_->zero_grad(*optimizer_);
   update_->zero_device_grads(/*set_to_none=*/!sharding_->owns_gradient_buffers());

@@ -62,7 +62,7 @@ int64_t auto_policy_budget(const Config& cfg, const c10::Device& device) {
 
 AutoPolicyChoice choose_checkpointing(const Config& given, const c10::Device& device, int world_size) {
   Config cfg = given;
-  if (cfg.strategy.precision == "auto") cfg.strategy.precision = auto_precision(device);
+  cfg.strategy.precision = resolve_precision(cfg.strategy.precision, device);
   AutoPolicyChoice choice;
   choice.budget = auto_policy_budget(cfg, device);
   ModelProfile profile = model_shape(cfg);

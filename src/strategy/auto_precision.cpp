@@ -22,7 +22,8 @@ bool cpu_has_amx_bf16() {
 
 }  // namespace
 
-std::string auto_precision(const c10::Device& device) {
+std::string resolve_precision(const std::string& precision, const c10::Device& device) {
+  if (precision != "auto") return precision;
   if (device.is_cuda()) {
     // bf16 tensor cores from Ampere (compute capability 8.0) on; before, fp16 with a scaler.
     const int major = at::cuda::getDeviceProperties(device.index() < 0 ? 0 : device.index())->major;

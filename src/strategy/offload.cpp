@@ -268,12 +268,4 @@ int64_t OptimizerOffload::host_bytes() const {
   return bytes;
 }
 
-std::shared_ptr<OptimizerUpdate> make_optimizer_update(const OffloadConfig& offload,
-                                                       torch::optim::Optimizer& optimizer) {
-  if (offload.optimizer && !offload.params) {
-    return std::make_shared<OptimizerOffload>(optimizer, offload.pin_memory);
-  }
-  return std::make_shared<OptimizerUpdate>();
-}
-
 }  // namespace frugal

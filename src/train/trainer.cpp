@@ -228,10 +228,11 @@ struct Trainer::Impl {
     // The step's ranges show in Nsight Systems on a GPU (a no-op when no tool listens).
     trace::enable_nvtx(device.is_cuda());
     trace::set_phase_timing(cfg.train.phase_timing);
-    if (cfg.strategy.precision == "auto") {
-      // Decided here, so that config.resolved.yaml and the checkpoints record the choice.
-      cfg.strategy.precision = auto_precision(device);
-      log::info(fmt::format("strategy.precision auto: {} on {}", cfg.strategy.precision, device.str()));
+    // Decided here, so that config.resolved.yaml and the checkpoints record the choice.
+    const std::string precision = resolve_precision(cfg.strategy.precision, device);
+    if (precision != cfg.strategy.precision) {
+      log::info(fmt::format("strategy.precision auto: {} on {}", precision, device.str()));
+      cfg.strategy.precision = precision;
     }
     // A folder's config.json is taken at its word only where its weights agree, before any
     // model of its sizes is built (here, or traced for the activation policy).

@@ -4,6 +4,8 @@
 // gradients equal those of one large batch whatever the accumulation.
 //
 //   step_targets = sharding.sum_across_ranks(targets of this rank's batch)
+//   lr = schedule(step); update.begin_step(overlap allowed: no clipping, no loss scaling,
+//     no caller reading the gradients)
 //   for each micro-batch i of k:
 //     sharding.begin_micro_step(i, k)                                 (DDP: sync on the last)
 //     { autocast scope: loss = loss_sum_fn(micro) / step_targets }   precision
@@ -11,11 +13,12 @@
 //   sharding.finish_gradients()                                        wait for reductions
 //   found_inf = precision.unscale(grads)                               once, before clipping
 //   ---- forward_backward() ends here; optimizer_step() starts: gradients final ----
-//   norm = global grad norm (sharding-aware); clip if configured
-//   lr = schedule(step); optimizer.step() unless found_inf / non-finite
-//     (offload.optimizer: gradients to the host, the step there, parameters back; without
-//     clipping or loss scaling this is pipelined: each parameter (or zero unit) is stepped on
-//     a host thread as soon as its gradient is final, while backward goes on)
+//   norm = global grad norm (sharding-aware, with what the update freed); clip if configured
+//   update.finish_step(finite): optimizer.step() unless found_inf / non-finite
+//     (the OptimizerUpdate decides where it runs: offload.optimizer's gradients to the host,
+//     the step there, parameters back; optim.in_backward's and offload's overlapping steps
+//     update each parameter (or zero unit) as soon as its gradient is final, while backward
+//     goes on, and finish the rest here)
 //   sharding.after_optimizer_step(); precision.update(); sharding.zero_grad()
 #pragma once
 
@@ -150,13 +153,12 @@ class Engine {
   const ActivationOffload* activation_offload() const { return activation_offload_.get(); }
 
  private:
-  StepStats run_backward(const Batch& batch, const LossFn& loss_sum_fn, bool allow_pipeline);
+  StepStats run_backward(const Batch& batch, const LossFn& loss_sum_fn, bool allow_overlap);
   double set_step_learning_rate();  // this step's rate from the schedule (or the optimizer's)
 
   // Between forward_backward and optimizer_step.
   struct PendingStep {
     bool active = false;
-    bool pipelined = false;
     bool found_inf = false;
     StepStats stats;
     std::chrono::steady_clock::time_point start;

@@ -23,17 +23,19 @@ class InBackwardUpdate : public OptimizerUpdate {
   // free_gradients: drop each gradient after its update (not when a sharding owns them).
   explicit InBackwardUpdate(bool free_gradients) : free_gradients_(free_gradients) {}
 
-  bool overlaps_backward() const override { return true; }
-  void begin_pipeline(torch::optim::Optimizer& optimizer) override;
   // Steps `params` now, on the thread running backward, and frees their gradients.
   void ready(const std::vector<at::Tensor>& params) override;
-  void finish_pipeline() override;
-  // The squared norm of the gradients freed during the last backward (they are gone when the
-  // engine measures the norm).
-  double freed_grad_norm_squared() const override { return freed_norm_sq_; }
 
   // How many parameters the last backward stepped early.
   int64_t stepped_in_backward() const { return stepped_; }
+
+ protected:
+  bool overlaps_backward() const override { return true; }
+  void begin_pipeline(torch::optim::Optimizer& optimizer) override;
+  void finish_pipeline() override;
+  // The squared norm of the gradients freed during the last backward (they are gone when the
+  // engine measures the norm).
+  double freed_norm_squared() const override { return freed_norm_sq_; }
 
  private:
   void step_subset(const std::vector<at::Tensor>& params);

@@ -51,7 +51,7 @@ class OptimizerOffload final : public OptimizerUpdate {
   // a host thread copies those gradients, steps those masters (the optimizer's groups cut down
   // to them) and copies them back while backward goes on. finish_pipeline waits for it and
   // steps whatever was not handed over. Only valid when nothing needs every gradient before
-  // the step (no clipping, no loss scaling): the engine decides.
+  // the step (no clipping, no loss scaling): begin_step decides.
   bool overlaps_backward() const override { return true; }
   void begin_pipeline(torch::optim::Optimizer& optimizer) override;
   void ready(const std::vector<at::Tensor>& device_params) override;  // from any thread

@@ -20,20 +20,31 @@ class OptimizerUpdate {
  public:
   virtual ~OptimizerUpdate() = default;
 
-  // Whether the update can start during backward, parameter by parameter as gradients become
-  // final (begin_pipeline / ready / finish_pipeline). The engine uses it only when nothing
-  // needs every gradient before the update (no clipping, no loss scaling, no caller
-  // reading them).
-  virtual bool overlaps_backward() const { return false; }
-  virtual void begin_pipeline(torch::optim::Optimizer& optimizer) { (void)optimizer; }
+  // The engine's sequence, once per step: begin_step before backward, ready from the sharding
+  // while the last backward runs (overlapping steps only), finish_step after it.
+
+  // Decides where this step's update runs (the step's learning rate is set first): during
+  // backward when this update can (overlaps_backward) and `overlap_allowed` (nothing needs
+  // every gradient before the update: no clipping, no loss scaling, no caller reading them);
+  // after it otherwise. Returns whether it overlaps.
+  bool begin_step(torch::optim::Optimizer& optimizer, bool overlap_allowed);
+  bool overlapping() const { return overlapping_; }
   // Parameters (the optimizer's, as the sharding computes with them) whose gradients are
   // final; from any thread.
   virtual void ready(const std::vector<at::Tensor>& params) { (void)params; }
-  // Waits for what ran during backward and updates the rest.
-  virtual void finish_pipeline() {}
+  // The squared norm of gradients this step freed during backward, which the engine can no
+  // longer measure (InBackwardUpdate); 0 for a step that did not overlap.
+  double freed_grad_norm_squared() const { return overlapping_ ? freed_norm_squared() : 0.0; }
 
-  // The update, after backward, with every gradient final.
-  virtual void step(torch::optim::Optimizer& optimizer) { optimizer.step(); }
+  struct Outcome {
+    bool skipped = false;             // the update was not (wholly) applied: reported skipped
+    bool parameters_changed = false;  // some parameters moved (the sharding re-gathers them)
+  };
+  // The update, with `finite` the verdict on this step's gradients. A step that did not
+  // overlap is skipped when they are not finite; one that overlapped cannot be (parameters
+  // may have been stepped already): it is completed, and reported skipped.
+  Outcome finish_step(torch::optim::Optimizer& optimizer, bool finite);
+
   // After the sharding's zero_grad: gradients this object keeps elsewhere are cleared too
   // (`set_to_none` unless a sharding owns them as buffers).
   virtual void zero_device_grads(bool set_to_none) { (void)set_to_none; }
@@ -41,15 +52,37 @@ class OptimizerUpdate {
   virtual void reload_from_device() {}
   // The tensor the optimizer steps, and keeps its state under, for `p` (p itself here).
   virtual at::Tensor master_of(const at::Tensor& p) const { return p; }
-  // The squared norm of gradients this object freed during the last backward, which the
-  // engine can no longer measure (InBackwardUpdate); 0 here.
-  virtual double freed_grad_norm_squared() const { return 0.0; }
+
+ protected:
+  // What a subclass that can overlap backward provides: whether it can, the pipeline's start
+  // and end (finish_pipeline waits for what ran during backward and updates the rest), and
+  // the squared norm of the gradients it freed.
+  virtual bool overlaps_backward() const { return false; }
+  virtual void begin_pipeline(torch::optim::Optimizer& optimizer) { (void)optimizer; }
+  virtual void finish_pipeline() {}
+  virtual double freed_norm_squared() const { return 0.0; }
+  // The update after backward, with every gradient final.
+  virtual void step(torch::optim::Optimizer& optimizer) { optimizer.step(); }
+
+ private:
+  bool overlapping_ = false;
 };
 
-// The update strategy.offload asks for: OptimizerOffload for offload.optimizer (unless
-// offload.params already keeps the shards on the host), the plain update otherwise. Call
-// before the optimizer's first step: offload replaces its parameters by host masters.
-std::shared_ptr<OptimizerUpdate> make_optimizer_update(const OffloadConfig& offload,
+// What decides where the update runs.
+struct UpdateChoice {
+  OffloadConfig offload;        // strategy.offload: offload.optimizer moves it to the host
+  bool in_backward = false;     // optim.in_backward: each parameter stepped during backward
+  double clip_grad_norm = 0.0;  // > 0: clipping (not with in_backward)
+  bool loss_scaling = false;    // the precision scales the loss (not with in_backward)
+  bool free_gradients = true;   // in_backward drops each gradient (no sharding owns them)
+};
+
+// The one factory of updates: InBackwardUpdate for in_backward, OptimizerOffload for
+// offload.optimizer (unless offload.params already keeps the shards on the host), the plain
+// update otherwise. Throws frugal::Error for in_backward with clipping, loss scaling or
+// offload.optimizer. Call before the optimizer's first step: offload replaces its parameters
+// by host masters.
+std::shared_ptr<OptimizerUpdate> make_optimizer_update(const UpdateChoice& choice,
                                                        torch::optim::Optimizer& optimizer);
 
 }  // namespace frugal

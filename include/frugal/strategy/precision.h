@@ -41,11 +41,13 @@ PrecisionSpec precision_spec(const std::string& name);
 // None for a name that is no precision (`auto` included: it is resolved to one first).
 std::optional<PrecisionSpec> find_precision_spec(const std::string& name);
 
-// What strategy.precision: auto means on `device`: bf16-mixed on GPUs of compute capability
-// >= 8.0 and on CPUs with bf16 instructions (AVX512-BF16 or AMX), fp16-mixed (with its
-// GradScaler) on older GPUs, fp32 otherwise. The trainer logs the choice and writes it into
-// config.resolved.yaml; the Engine resolves it at setup() for C++ callers.
-std::string auto_precision(const c10::Device& device);
+// The precision to run on `device`: `precision` itself, or what `auto` means there (the one
+// place it is decided): bf16-mixed on GPUs of compute capability >= 8.0 and on CPUs with bf16
+// instructions (AVX512-BF16 or AMX), fp16-mixed (with its GradScaler) on older GPUs, fp32
+// otherwise. The trainer resolves it before the run (logged, and written into
+// config.resolved.yaml); the Engine at setup() for C++ callers; the memory tools for their
+// traces.
+std::string resolve_precision(const std::string& precision, const c10::Device& device);
 
 class Precision {
  public:
