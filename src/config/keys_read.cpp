@@ -1,9 +1,10 @@
-// Which keys a run of a config reads: each built-in model type reads its own sizes and no
-// other type's, each data type its own source keys. The resolved config (config show,
+// Which keys a run of a config reads: each model type the keys its spec lists (its sizes, no
+// other type's), each data type its own source keys. The resolved config (config show,
 // config.resolved.yaml) leaves the others out, so that it shows what the run used.
 #include <algorithm>
 #include <string_view>
 
+#include "frugal/models/model_spec.h"
 #include "internal.h"
 
 namespace frugal::config_detail {
@@ -16,28 +17,13 @@ bool listed(Keys keys, std::string_view key) {
 }
 
 bool model_key_read(const ModelConfig& m, std::string_view key) {
-  const std::string_view type = m.type;
   if (key == "type") return true;
   // Fine-tuning's keys show (and are hashed) when used.
   if (key == "freeze") return !m.freeze.empty();
   if (key == "init_adapter") return !m.init_adapter.empty();
-  if (type == "gpt") {
-    return listed({"size", "vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout",
-                   "bias", "kernels", "loss_chunk_tokens"},
-                  key);
-  }
-  if (type == "llama") {
-    return listed({"size", "vocab_size", "block_size", "n_layer", "n_head", "n_embd", "kernels",
-                   "loss_chunk_tokens", "init_from", "n_kv_head", "intermediate_size", "rope_theta", "rope_scaling", "rope_factor",
-                   "rope_low_freq_factor", "rope_high_freq_factor",
-                   "rope_original_max_position", "rms_norm_eps", "tie_embeddings", "qkv_bias"},
-                  key);
-  }
-  if (type == "mlp") return listed({"in_features", "hidden", "out_features"}, key);
-  if (type == "convnet") {
-    return listed({"in_channels", "image_size", "channels", "num_classes"}, key);
-  }
-  return true;  // a model registered by the user may read any of them
+  // The type's own keys (frugal/models/model_spec.h); an unknown type's all of them.
+  const std::optional<ModelSpec> spec = find_model_spec(m.type);
+  return !spec || spec->reads_key(std::string(key));
 }
 
 bool data_key_read(std::string_view type, std::string_view key) {

@@ -7,8 +7,10 @@
 #include <cmath>
 #include <regex>
 
+#include "frugal/config/config_check.h"
 #include "frugal/config/load.h"
 #include "frugal/config/strategy_names.h"
+#include "frugal/models/model_spec.h"
 #include "frugal/strategy/precision.h"
 #include "frugal/strategy/sharding_traits.h"
 #include "frugal/util/error.h"
@@ -17,14 +19,13 @@
 namespace frugal::config_detail {
 namespace {
 
-class Checker {
+// A ConfigCheck located through the marks kept by load_config.
+class Checker : public ConfigCheck {
  public:
   Checker(const Config& config, const KeyMarks* marks) : config_(config), marks_(marks) {}
 
-  // Located at `key`, or at `near` when `key` was never written (a required key left out is
-  // best shown next to the key that requires it); else at the file alone.
   [[noreturn]] void fail(const std::string& key, const std::string& message,
-                         const std::string& near = "") const {
+                         const std::string& near = "") const override {
     Loc loc{config_.source};
     if (marks_) {
       for (const std::string& k : {key, near}) {
@@ -37,47 +38,12 @@ class Checker {
     config_detail::fail(loc, key + ": " + message);
   }
 
-  // Whether the YAML (or a --set) wrote `prefix` or a key under it.
-  bool written(const std::string& prefix) const {
+  bool written(const std::string& prefix) const override {
     if (!marks_) return false;
     for (const auto& [k, loc] : *marks_) {
       if (k == prefix || k.rfind(prefix + ".", 0) == 0) return true;
     }
     return false;
-  }
-
-  void require(bool ok, const std::string& key, const std::string& message,
-               const std::string& near = "") const {
-    if (!ok) fail(key, message, near);
-  }
-
-  template <class T>
-  void at_least(T value, T min, const std::string& key) const {
-    require(value >= min, key, fmt::format("must be >= {}, got {}", min, value));
-  }
-
-  void positive(double value, const std::string& key) const {
-    require(value > 0 && std::isfinite(value), key, fmt::format("must be > 0, got {}", value));
-  }
-
-  void non_negative(double value, const std::string& key) const {
-    require(value >= 0 && std::isfinite(value), key, fmt::format("must be >= 0, got {}", value));
-  }
-
-  // [0, 1): fractions and decay rates.
-  void unit_interval(double value, const std::string& key) const {
-    require(value >= 0 && value < 1, key, fmt::format("must be in [0, 1), got {}", value));
-  }
-
-  void one_of(const std::string& value, const std::vector<std::string>& allowed,
-              const std::string& key, const std::string& near = "") const {
-    if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return;
-    std::string list;
-    for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-    fail(key,
-         fmt::format("unknown value '{}' (expected one of: {}){}", value, list,
-                     did_you_mean(value, allowed)),
-         near);
   }
 
  private:
@@ -94,13 +60,22 @@ void check_run(const Checker& c, const RunConfig& run) {
             fmt::format("unknown device '{}' (expected auto, cpu, cuda or cuda:N)", run.device));
 }
 
+// A preset size names its type: a type that has presets of its own takes only those (a type
+// registered without presets may use any).
+bool has_presets(const std::string& type) {
+  for (const auto& name : model_preset_names()) {
+    if (find_model_preset(name)->type == type) return true;
+  }
+  return false;
+}
+
 void check_model(const Checker& c, const ModelConfig& m, const DataConfig& data) {
   c.require(!m.type.empty(), "model.type", "must not be empty");
   if (!m.size.empty()) {
     const ModelPreset* preset = find_model_preset(m.size);
     if (!preset) {
       c.one_of(m.size, model_preset_names(), "model.size");
-    } else if (m.type == "gpt" || m.type == "llama") {  // a registered model may use any
+    } else if (has_presets(m.type)) {
       c.require(m.type == preset->type, "model.size",
                 fmt::format("'{}' is a {} size, model.type is {} (set model.type: {})", m.size,
                             preset->type, m.type, preset->type),
@@ -125,68 +100,10 @@ void check_model(const Checker& c, const ModelConfig& m, const DataConfig& data)
   c.require(m.init_adapter.empty() || m.lora.rank > 0, "model.init_adapter",
             "an adapter folder needs model.lora (its rank, alpha and targets must match the "
             "folder's adapter_config.json)");
-  // Only the sizes of the chosen model type matter; the others keep their defaults unused.
-  if (m.type == "gpt" || m.type == "llama") {
-    c.at_least<int64_t>(m.vocab_size, 1, "model.vocab_size");
-    c.at_least<int64_t>(m.block_size, 1, "model.block_size");
-    c.at_least<int64_t>(m.n_layer, 1, "model.n_layer");
-    c.at_least<int64_t>(m.n_head, 1, "model.n_head");
-    c.at_least<int64_t>(m.n_embd, 1, "model.n_embd");
-    c.require(m.n_embd % m.n_head == 0, "model.n_embd",
-              fmt::format("must be a multiple of model.n_head ({} is not a multiple of {})",
-                          m.n_embd, m.n_head),
-              "model.n_head");
-    c.one_of(m.kernels, {"auto", "aten", "frugal"}, "model.kernels");
-    c.require(m.kernels != "frugal" || m.dropout == 0.0, "model.kernels",
-              fmt::format("frugal's attention has no dropout (model.dropout is {}): use auto or "
-                          "aten, or model.dropout: 0",
-                          m.dropout),
-              "model.dropout");
-    c.require(data.seq_len <= m.block_size, "data.seq_len",
-              fmt::format("must be <= model.block_size ({}), got {}", m.block_size, data.seq_len),
-              "model.block_size");
-  }
-  if (m.type == "llama") {
-    c.at_least<int64_t>(m.n_kv_head, 0, "model.n_kv_head");
-    const int64_t kv = m.n_kv_head == 0 ? m.n_head : m.n_kv_head;
-    c.require(kv > 0 && m.n_head % kv == 0, "model.n_kv_head",
-              fmt::format("must divide model.n_head ({} query heads do not share {} key/value "
-                          "heads evenly)",
-                          m.n_head, kv),
-              "model.n_head");
-    c.require((m.n_embd / std::max<int64_t>(1, m.n_head)) % 2 == 0, "model.n_embd",
-              fmt::format("n_embd / n_head must be even for rotary embeddings (it is {})",
-                          m.n_embd / std::max<int64_t>(1, m.n_head)),
-              "model.n_head");
-    c.at_least<int64_t>(m.intermediate_size, 0, "model.intermediate_size");
-    c.require(m.rope_theta > 0 && std::isfinite(m.rope_theta), "model.rope_theta",
-              fmt::format("must be a positive number, got {}", m.rope_theta));
-    c.one_of(m.rope_scaling, {"none", "llama3"}, "model.rope_scaling");
-    if (m.rope_scaling == "llama3") {
-      c.require(m.rope_factor >= 1.0, "model.rope_factor",
-                fmt::format("must be >= 1, got {}", m.rope_factor));
-      c.require(m.rope_high_freq_factor > m.rope_low_freq_factor && m.rope_low_freq_factor > 0,
-                "model.rope_high_freq_factor",
-                fmt::format("must be > model.rope_low_freq_factor > 0 (got {} and {})",
-                            m.rope_high_freq_factor, m.rope_low_freq_factor),
-                "model.rope_low_freq_factor");
-      c.at_least<int64_t>(m.rope_original_max_position, 1, "model.rope_original_max_position");
-    }
-    c.require(m.rms_norm_eps > 0 && m.rms_norm_eps < 1, "model.rms_norm_eps",
-              fmt::format("must be in (0, 1), got {}", m.rms_norm_eps));
-    c.require(m.dropout == 0.0, "model.dropout",
-              fmt::format("llama has no dropout (got {}); use model.dropout: 0", m.dropout));
-  } else if (m.type == "mlp") {
-    c.at_least<int64_t>(m.in_features, 1, "model.in_features");
-    for (int64_t h : m.hidden) c.at_least<int64_t>(h, 1, "model.hidden");
-    c.at_least<int64_t>(m.out_features, 1, "model.out_features");
-  } else if (m.type == "convnet") {
-    c.at_least<int64_t>(m.in_channels, 1, "model.in_channels");
-    c.at_least<int64_t>(m.image_size, 1, "model.image_size");
-    c.require(!m.channels.empty(), "model.channels", "must list at least one layer");
-    for (int64_t ch : m.channels) c.at_least<int64_t>(ch, 1, "model.channels");
-    c.at_least<int64_t>(m.num_classes, 1, "model.num_classes");
-  }
+  // The type's own checks: only the sizes of the chosen type matter, the others keep their
+  // defaults unused.
+  const std::optional<ModelSpec> spec = find_model_spec(m.type);
+  if (spec && spec->check) spec->check(m, data, c);
 }
 
 void check_data(const Checker& c, const DataConfig& d, const ModelConfig& m) {
@@ -195,10 +112,13 @@ void check_data(const Checker& c, const DataConfig& d, const ModelConfig& m) {
   c.one_of(d.train_on, {"assistant", "all", "last"}, "data.train_on");
   c.one_of(d.truncate, {"right", "left", "error"}, "data.truncate");
   c.one_of(d.no_target, {"skip", "error"}, "data.no_target");
+  const std::optional<ModelSpec> spec = find_model_spec(m.type);
+  const bool no_position_ids = spec && !spec->position_ids;
   if (d.packing && (d.type == "chat" || d.type == "tokenized")) {
     // Packed samples are told apart by their position ids (GPT's are learned absolute).
-    c.require(m.type != "gpt" && m.type != "mlp" && m.type != "convnet", "data.packing",
-              fmt::format("needs model.type llama (got {})", m.type), "model.type");
+    c.require(!no_position_ids, "data.packing",
+              fmt::format("needs a model that takes position ids (model.type {} does not)", m.type),
+              "model.type");
   }
   if (d.type != "synthetic")
     c.require(!d.path.empty(), "data.path",
@@ -214,9 +134,11 @@ void check_data(const Checker& c, const DataConfig& d, const ModelConfig& m) {
   if (d.eot_token >= 0) {
     // Document masking needs a model that takes position ids (GPT's are learned absolute);
     // a registered model may (Model::forward_batch).
-    c.require(m.type != "gpt" && m.type != "mlp" && m.type != "convnet",
-              "data.eot_token", fmt::format("needs model.type llama (got {})", m.type), "model.type");
-    c.require(m.type != "llama" || d.eot_token < m.vocab_size, "data.eot_token",
+    c.require(!no_position_ids, "data.eot_token",
+              fmt::format("needs a model that takes position ids (model.type {} does not)", m.type),
+              "model.type");
+    const bool vocabulary = spec && spec->inputs == ModelSpec::Inputs::tokens;
+    c.require(!vocabulary || d.eot_token < m.vocab_size, "data.eot_token",
               fmt::format("must be < model.vocab_size ({}), got {}", m.vocab_size, d.eot_token),
               "model.vocab_size");
   }

@@ -13,12 +13,19 @@
 #include "frugal/data/synthetic.h"
 #include "frugal/data/text.h"
 #include "frugal/data/token_dataset.h"
+#include "frugal/models/model_spec.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
 
 namespace frugal {
 
 namespace {
+
+// Whether the model's forward takes position ids (its spec), so documents can be kept apart.
+bool takes_position_ids(const ModelConfig& model) {
+  const std::optional<ModelSpec> spec = find_model_spec(model.type);
+  return spec && spec->position_ids;
+}
 
 // Where the split's data lives: val_path holds all of val when set; otherwise val is the last
 // val_fraction of `path` and train the rest.
@@ -73,7 +80,7 @@ std::shared_ptr<Dataset> token_dataset(const DataConfig& data, const ModelConfig
            : read_shard_tokenizer(stream, source.key);
   check_data_tokenizer(data, model, tokenizer, source.key, source.path);
   int64_t eot = text ? -1 : data.eot_token;
-  if (eot < 0 && !text && tokenizer && tokenizer->eot_token && model.type == "llama") {
+  if (eot < 0 && !text && tokenizer && tokenizer->eot_token && takes_position_ids(model)) {
     // Documents stay apart, as data.eot_token does when set.
     eot = *tokenizer->eot_token;
     if (split == Split::train) {
@@ -100,9 +107,8 @@ std::shared_ptr<Dataset> idx_dataset(const DataConfig& data, const ModelConfig& 
                     "its name to derive it from",
                     source.path));
   }
-  int64_t classes = model.type == "convnet" ? model.num_classes
-                    : model.type == "mlp"   ? model.out_features
-                                            : 0;
+  const std::optional<ModelSpec> spec = find_model_spec(model.type);
+  const int64_t classes = spec && spec->classes ? spec->classes(model) : 0;
   auto all = std::make_shared<IdxDataset>(source.path, labels, source.key, classes);
   auto [first, count] = split_range(data, source, split, all->size());
   return slice(all, first, count);

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "frugal/data/dataset.h"
+#include "frugal/models/model_spec.h"
 #include "frugal/util/error.h"
 #include "random.h"
 
@@ -151,32 +152,43 @@ void require_positive(int64_t value, const char* key) {
 
 std::shared_ptr<Dataset> make_synthetic(const SyntheticOptions& options) {
   if (options.samples < 0) throw Error("data.synthetic_samples must be >= 0");
-  if (options.kind == "gpt" || options.kind == "llama") {  // language models: token sequences
+  if (options.kind == "tokens") {  // language models: token sequences
     require_positive(options.vocab_size, "model.vocab_size");
     require_positive(options.seq_len, "data.seq_len");
     return std::make_shared<SyntheticTokens>(options);
   }
-  if (options.kind == "mlp") {
+  if (options.kind == "features") {
     require_positive(options.in_features, "model.in_features");
     require_positive(options.out_features, "model.out_features");
     return std::make_shared<SyntheticFeatures>(options);
   }
-  if (options.kind == "convnet") {
+  if (options.kind == "images") {
     require_positive(options.in_channels, "model.in_channels");
     require_positive(options.image_size, "model.image_size");
     require_positive(options.num_classes, "model.num_classes");
     return std::make_shared<SyntheticImages>(options);
   }
   throw Error(
-      fmt::format("data.type synthetic: no synthetic data for model.type '{}' (built in "
-                  "for gpt | llama | mlp | convnet)",
+      fmt::format("data.type synthetic: no synthetic data of kind '{}' (tokens, "
+                  "features or images)",
                   options.kind));
 }
 
 SyntheticOptions synthetic_options(const DataConfig& data, const ModelConfig& model, Split split,
                                    uint64_t seed) {
   SyntheticOptions o;
-  o.kind = model.type;
+  // What the model reads (its spec) decides the samples' kind.
+  const std::optional<ModelSpec> spec = find_model_spec(model.type);
+  const ModelSpec::Inputs inputs = spec ? spec->inputs : ModelSpec::Inputs::other;
+  if (inputs == ModelSpec::Inputs::other) {
+    throw Error(
+        fmt::format("data.type synthetic: no synthetic data for model.type '{}' (its "
+                    "spec names no inputs: tokens, features or images)",
+                    model.type));
+  }
+  o.kind = inputs == ModelSpec::Inputs::tokens     ? "tokens"
+           : inputs == ModelSpec::Inputs::features ? "features"
+                                                   : "images";
   o.seed = seed;
   const bool train = split == Split::train;
   o.sample_seed = detail::mix(seed, train ? 1 : 2);

@@ -4,6 +4,7 @@
 
 #include "frugal/engine/sharding_registry.h"
 #include "frugal/memory/stats.h"
+#include "frugal/models/model_spec.h"
 #include "frugal/strategy/checkpointing.h"
 #include "frugal/strategy/precision.h"
 
@@ -22,8 +23,9 @@ std::vector<std::string> oom_advice(const Config& cfg, const OomFigures& f) {
   }
   // Cheapest first: what costs (almost) no time, then what recomputes or copies, then what
   // needs more ranks or the host.
-  const bool language_model = cfg.model.type == "gpt" || cfg.model.type == "llama";
-  if (language_model && cfg.model.loss_chunk_tokens == 0) {
+  const std::optional<ModelSpec> spec = find_model_spec(cfg.model.type);
+  const bool chunked_loss = spec && spec->chunked_loss();
+  if (chunked_loss && cfg.model.loss_chunk_tokens == 0) {
     // The logits and their gradient, B x T x V floats each, never exist whole.
     const int64_t logits = 8 * cfg.data.micro_batch_size * cfg.model.block_size * cfg.model.vocab_size;
     out.push_back(fmt::format("the chunked loss would save up to ~{} of logits "

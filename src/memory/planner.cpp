@@ -16,6 +16,7 @@
 #include "frugal/models/blocks.h"
 #include "frugal/models/finetune.h"
 #include "frugal/models/lora.h"
+#include "frugal/models/model_spec.h"
 #include "frugal/models/quantized_base.h"
 #include "frugal/models/registry.h"
 #include "frugal/optim/optimizer.h"
@@ -40,7 +41,11 @@ double state_bytes(const std::string& optimizer, const ModelProfile& p) {
   return 8 * psi;  // adam, adamw: two fp32 moments
 }
 
-bool has_chunked_loss(const ModelConfig& m) { return m.type == "gpt" || m.type == "llama"; }
+// A type whose spec reads model.loss_chunk_tokens has the chunked loss.
+bool has_chunked_loss(const ModelConfig& m) {
+  const std::optional<ModelSpec> spec = find_model_spec(m.type);
+  return spec && spec->chunked_loss();
+}
 
 // What a config's fine-tuning keys make of the model, as the label of its rows.
 std::string finetune_label(const ModelConfig& m) {

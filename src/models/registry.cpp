@@ -1,10 +1,9 @@
 #include "frugal/models/registry.h"
 
+#include <algorithm>
+
+#include "builtin_specs.h"
 #include "frugal/config/named_registry.h"
-#include "frugal/models/convnet.h"
-#include "frugal/models/gpt.h"
-#include "frugal/models/llama.h"
-#include "frugal/models/mlp.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
@@ -12,37 +11,46 @@ namespace {
 
 // model.type is not restricted to known names in config validation: a program registers its
 // models before it loads a config, and the name is checked here, when the model is built.
-NamedRegistry<ModelFactory>& registry() {
-  static NamedRegistry<ModelFactory> r(
-      "model.type", "model",
-      {
-          {"gpt", [](const ModelConfig& c) { return std::make_shared<Gpt>(GptOptions::from(c)); }},
-          {"llama",
-           [](const ModelConfig& c) { return std::make_shared<Llama>(LlamaOptions::from(c)); }},
-          {"mlp",
-           [](const ModelConfig& c) {
-             return std::make_shared<Mlp>(c.in_features, c.hidden, c.out_features);
-           }},
-          {"convnet",
-           [](const ModelConfig& c) {
-             return std::make_shared<ConvNet>(c.in_channels, c.image_size, c.channels,
-                                              c.num_classes);
-           }},
-      },
-      /*validated=*/false);
+NamedRegistry<ModelSpec>& registry() {
+  static NamedRegistry<ModelSpec> r("model.type", "model",
+                                    {
+                                        {"gpt", models_detail::gpt_spec()},
+                                        {"llama", models_detail::llama_spec()},
+                                        {"mlp", models_detail::mlp_spec()},
+                                        {"convnet", models_detail::convnet_spec()},
+                                    },
+                                    /*validated=*/false);
   return r;
 }
 
 }  // namespace
 
-void register_model(const std::string& type, ModelFactory factory) {
-  if (type.empty() || !factory)
+bool ModelSpec::reads_key(const std::string& key) const {
+  return keys.empty() || std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+bool ModelSpec::chunked_loss() const { return !keys.empty() && reads_key("loss_chunk_tokens"); }
+
+void register_model(const std::string& type, ModelSpec spec) {
+  if (type.empty() || !spec.build)
     throw std::invalid_argument("register_model: empty name or factory");
-  registry().add(type, std::move(factory));
+  registry().add(type, std::move(spec));
+}
+
+void register_model(const std::string& type, ModelFactory factory) {
+  ModelSpec spec;
+  spec.build = std::move(factory);
+  // Nothing else is known: its forward may take position ids (Model::forward_batch).
+  spec.position_ids = true;
+  register_model(type, std::move(spec));
 }
 
 std::vector<std::string> registered_models() { return registry().names(); }
 
-std::shared_ptr<Model> make_model(const ModelConfig& cfg) { return registry().get(cfg.type)(cfg); }
+std::optional<ModelSpec> find_model_spec(const std::string& type) { return registry().find(type); }
+
+std::shared_ptr<Model> make_model(const ModelConfig& cfg) {
+  return registry().get(cfg.type).build(cfg);
+}
 
 }  // namespace frugal

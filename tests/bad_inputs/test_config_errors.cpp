@@ -157,7 +157,8 @@ TEST_CASE("config errors: out-of-range and cross-field values", "[config][bad_in
         "every gradient before the first update (use bf16-mixed)");
   // Document packing needs position ids, which the GPT does not take.
   CHECK(error_for("data: {type: tokens, path: t.bin, eot_token: 3}\n") ==
-        "c.yaml:1:35: data.eot_token: needs model.type llama (got gpt)");
+        "c.yaml:1:35: data.eot_token: needs a model that takes position ids (model.type gpt does "
+        "not)");
   CHECK(error_for("model: {type: llama, vocab_size: 64}\ndata: {type: tokens, path: t.bin, eot_token: 64}\n") ==
         "c.yaml:2:35: data.eot_token: must be < model.vocab_size (64), got 64");
 }

@@ -8,12 +8,14 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <set>
 
 #include "frugal/config/load.h"
 #include "frugal/engine/sharding_registry.h"
 #include "frugal/memory/oom_advice.h"
 #include "frugal/memory/planner.h"
+#include "frugal/models/registry.h"
 #include "frugal/optim/optimizer.h"
 #include "frugal/optim/schedule.h"
 #include "frugal/strategy/precision.h"
@@ -156,4 +158,51 @@ TEST_CASE("a registered optimizer and schedule train from YAML like the built-in
   CHECK(mine.last_loss == builtin.last_loss);
   CHECK_THAT(validation_error("optim: {type: my-sgdd}\n"),
              Catch::Contains("expected one of: adamw, adam, sgd, adamw8bit, adafactor, my-sgd"));
+}
+
+TEST_CASE("a model type registered with a spec is validated and fed like a built-in one",
+          "[integration][models]") {
+  test::TempDir runs("frugal-registered-model");
+  // "wide-mlp" is the mlp classifier under another name, with one check of its own: its hidden
+  // layers must be at least as wide as its input.
+  ModelSpec spec = *find_model_spec("mlp");
+  const auto mlp_check = spec.check;
+  spec.check = [mlp_check](const ModelConfig& m, const DataConfig& d, const ConfigCheck& c) {
+    mlp_check(m, d, c);
+    for (int64_t h : m.hidden)
+      c.require(h >= m.in_features, "model.hidden",
+                fmt::format("each layer must be at least in_features ({}) wide", m.in_features));
+  };
+  register_model("wide-mlp", spec);
+  CHECK_THROWS_WITH(register_model("wide-mlp", spec), Catch::Contains("wide-mlp"));
+
+  auto config_of = [&runs](const std::string& type) {
+    return load_config_string(fmt::format(R"(
+run: {{name: {0}, dir: '{1}', seed: 5}}
+model: {{type: {0}, in_features: 8, hidden: [16], out_features: 3}}
+data: {{type: synthetic, micro_batch_size: 4, synthetic_samples: 32}}
+train: {{max_steps: 3, log_every: 1, checkpoint_every: 0, progress: none}}
+)",
+                                          type, runs.path().string()),
+                              "c.yaml");
+  };
+  // Its own check and the mlp's, each naming the key and where it was written.
+  CHECK_THAT(validation_error(
+                 "model: {type: wide-mlp, in_features: 8,\n  hidden: [4], out_features: 3}\n"),
+             Catch::Contains("c.yaml:2") && Catch::Contains("model.hidden") &&
+                 Catch::Contains("at least in_features (8) wide"));
+  CHECK_THAT(
+      validation_error("model: {type: wide-mlp, in_features: 8, hidden: [8], out_features: 0}\n"),
+      Catch::Contains("model.out_features: must be >= 1, got 0"));
+  // The language-model keys it does not read stay out of the resolved config.
+  const Config cfg = config_of("wide-mlp");
+  const std::string resolved = to_yaml(cfg);
+  CHECK(resolved.find("in_features: 8") != std::string::npos);
+  CHECK(resolved.find("n_head") == std::string::npos);
+  // Synthetic feature data with labels below its 3 classes: it trains exactly as the mlp does.
+  const TrainResult mine = Trainer(cfg).run();
+  const TrainResult builtin = Trainer(config_of("mlp")).run();
+  CHECK(mine.steps == 3);
+  CHECK(std::isfinite(mine.last_loss));
+  CHECK(mine.last_loss == builtin.last_loss);
 }

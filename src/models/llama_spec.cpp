@@ -1,0 +1,62 @@
+// model.type llama: the Llama family (Llama 2/3, Mistral, Qwen2 folders), rotary positions.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "builtin_specs.h"
+#include "frugal/models/llama.h"
+
+namespace frugal::models_detail {
+namespace {
+
+void check_llama(const ModelConfig& m, const DataConfig& data, const ConfigCheck& c) {
+  check_transformer(m, data, c);
+  c.at_least<int64_t>(m.n_kv_head, 0, "model.n_kv_head");
+  const int64_t kv = m.n_kv_head == 0 ? m.n_head : m.n_kv_head;
+  c.require(kv > 0 && m.n_head % kv == 0, "model.n_kv_head",
+            fmt::format("must divide model.n_head ({} query heads do not share {} key/value "
+                        "heads evenly)",
+                        m.n_head, kv),
+            "model.n_head");
+  c.require((m.n_embd / std::max<int64_t>(1, m.n_head)) % 2 == 0, "model.n_embd",
+            fmt::format("n_embd / n_head must be even for rotary embeddings (it is {})",
+                        m.n_embd / std::max<int64_t>(1, m.n_head)),
+            "model.n_head");
+  c.at_least<int64_t>(m.intermediate_size, 0, "model.intermediate_size");
+  c.require(m.rope_theta > 0 && std::isfinite(m.rope_theta), "model.rope_theta",
+            fmt::format("must be a positive number, got {}", m.rope_theta));
+  c.one_of(m.rope_scaling, {"none", "llama3"}, "model.rope_scaling");
+  if (m.rope_scaling == "llama3") {
+    c.require(m.rope_factor >= 1.0, "model.rope_factor",
+              fmt::format("must be >= 1, got {}", m.rope_factor));
+    c.require(m.rope_high_freq_factor > m.rope_low_freq_factor && m.rope_low_freq_factor > 0,
+              "model.rope_high_freq_factor",
+              fmt::format("must be > model.rope_low_freq_factor > 0 (got {} and {})",
+                          m.rope_high_freq_factor, m.rope_low_freq_factor),
+              "model.rope_low_freq_factor");
+    c.at_least<int64_t>(m.rope_original_max_position, 1, "model.rope_original_max_position");
+  }
+  c.require(m.rms_norm_eps > 0 && m.rms_norm_eps < 1, "model.rms_norm_eps",
+            fmt::format("must be in (0, 1), got {}", m.rms_norm_eps));
+  c.require(m.dropout == 0.0, "model.dropout",
+            fmt::format("llama has no dropout (got {}); use model.dropout: 0", m.dropout));
+}
+
+}  // namespace
+
+ModelSpec llama_spec() {
+  ModelSpec s;
+  s.build = [](const ModelConfig& c) { return std::make_shared<Llama>(LlamaOptions::from(c)); };
+  s.keys = transformer_keys();
+  s.keys.insert(s.keys.end(),
+                {"init_from", "n_kv_head", "intermediate_size", "rope_theta", "rope_scaling",
+                 "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
+                 "rope_original_max_position", "rms_norm_eps", "tie_embeddings", "qkv_bias"});
+  s.check = check_llama;
+  s.inputs = ModelSpec::Inputs::tokens;
+  s.position_ids = true;
+  return s;
+}
+
+}  // namespace frugal::models_detail
