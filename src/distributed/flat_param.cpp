@@ -30,6 +30,7 @@ FlatParam FlatParam::build(std::string name, size_t group, std::vector<at::Tenso
   FlatParam f;
   f.name = std::move(name);
   f.group = group;
+  f.frozen = group == kFrozen;
   f.params = std::move(params);
   f.names = std::move(names);
   f.param_dtype = param_dtype;
@@ -56,6 +57,7 @@ FlatParam FlatParam::build(std::string name, size_t group, std::vector<at::Tenso
   } else {
     f.shard = shard_is_view ? mine.detach() : mine.to(own_dtype, /*non_blocking=*/false, /*copy=*/true);
   }
+  if (f.frozen) return f;
   f.shard.requires_grad_(true);
   if (keep_full_grad) {
     f.grad_full = at::zeros({f.padded}, f.full.options());

@@ -11,6 +11,10 @@
 //               strategy.offload.params: in host memory, copied to the device to be gathered).
 //   grad_shard  the shard's .grad: this rank's slice of the gradient summed over ranks.
 //   grad_full   zero1 only: [padded] in param_dtype; the parameters' .grad are views into it.
+//
+// A frozen flat buffer (zero3: the frozen parameters of a unit, e.g. LoRA's base) has a shard
+// and its gathers only: no gradient, no reduce-scatter, no optimizer group, and no place in a
+// checkpoint (frozen weights come from where the model was built from).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -30,7 +34,8 @@ bool has_storage(const at::Tensor& t);
 
 struct FlatParam {
   std::string name;                  // "blocks.0/decay": unit and optimizer group
-  size_t group = 0;                  // optimizer parameter group
+  size_t group = 0;                  // optimizer parameter group (none when frozen)
+  bool frozen = false;
   std::vector<at::Tensor> params;    // the model's parameters (leaves), in registration order
   std::vector<std::string> names;    // their dotted names in the model
   std::vector<int64_t> offsets;      // where each starts in the flat buffer
@@ -50,6 +55,8 @@ struct FlatParam {
 
   // Builds the buffers from `params` (their current values), points the parameters at views
   // of `full`, and returns the flat parameter. `shard_is_view`: the shard aliases full's slice.
+  // `group` kFrozen: a frozen flat buffer.
+  static constexpr size_t kFrozen = static_cast<size_t>(-1);
   static FlatParam build(std::string name, size_t group, std::vector<at::Tensor> params,
                          std::vector<std::string> names, int world, int rank,
                          at::ScalarType param_dtype, at::ScalarType reduce_dtype,

@@ -57,7 +57,9 @@ void ZeroState::launch_in_order(bool force) {
     const size_t u = launch_order[next_launch];
     ShardUnit& unit = units[u];
     if (!force && unit.ready < unit.params) break;
-    for (size_t f : unit.flats) flats[f].start_reduce(*comm);
+    for (size_t f : unit.flats) {
+      if (!flats[f].frozen) flats[f].start_reduce(*comm);
+    }
     ++next_launch;
     final_gradients.started(u, [this](size_t v) { return finish_unit(v); });
   }
@@ -66,6 +68,7 @@ void ZeroState::launch_in_order(bool force) {
 std::vector<at::Tensor> ZeroState::finish_unit(size_t u) {
   std::vector<at::Tensor> shards;
   for (size_t f : units[u].flats) {
+    if (flats[f].frozen) continue;
     flats[f].finish_reduce();
     shards.push_back(flats[f].shard);
   }
@@ -78,7 +81,18 @@ void ZeroState::on_gradient(size_t index) {
   mark_reported(index, fmt::format("{}: a parameter of unit '{}'", mode(), units[u].name));
   if (++units[u].ready < units[u].params) return;
   if (sync) launch_in_order(/*force=*/false);
-  release(u);  // its backward is over
+  release_if_backward_done(u);
+}
+
+void ZeroState::after_input_gradient(size_t u) {
+  std::lock_guard<std::recursive_mutex> lock(mutex);
+  units[u].input_pending = false;
+  release_if_backward_done(u);
+}
+
+void ZeroState::release_if_backward_done(size_t u) {
+  const ShardUnit& unit = units[u];
+  if (unit.ready >= unit.params && !unit.input_pending) release(u);
 }
 
 void ZeroState::before_backward(size_t u) {
@@ -94,7 +108,10 @@ void ZeroState::end_backward() {
   for (FlatParam& f : flats) f.finish_reduce();
   for (size_t u = 0; u < units.size(); ++u) release(u);
   reset_backward();
-  for (ShardUnit& unit : units) unit.ready = 0;
+  for (ShardUnit& unit : units) {
+    unit.ready = 0;
+    unit.input_pending = false;
+  }
 }
 
 void hook_gradients(const std::shared_ptr<ZeroState>& state) {
@@ -102,6 +119,7 @@ void hook_gradients(const std::shared_ptr<ZeroState>& state) {
   std::vector<at::Tensor> hooked;
   for (size_t u = 0; u < s.units.size(); ++u) {
     for (size_t f : s.units[u].flats) {
+      if (s.flats[f].frozen) continue;
       for (const at::Tensor& p : s.flats[f].params) {
         s.unit_of_param.push_back(u);
         hooked.push_back(p);
@@ -115,8 +133,9 @@ void hook_gradients(const std::shared_ptr<ZeroState>& state) {
   s.reported.assign(s.unit_of_param.size(), 0);
 }
 
-// A unit's first block gathers it (and prefetches the next); its last block releases it and
-// hooks its output's gradient to gather it again before its backward.
+// A unit's first block gathers it (and prefetches the next), and, when the unit holds frozen
+// parameters, hooks its input's gradient to learn when its backward is over; its last block
+// releases it and hooks its output's gradient to gather it again before its backward.
 void install_gather_wrappers(const std::shared_ptr<ZeroState>& state,
                              const std::vector<WrappedUnit>& wrapped) {
   const std::string who = "sharding " + state->mode();
@@ -141,6 +160,13 @@ void install_gather_wrappers(const std::shared_ptr<ZeroState>& state,
                              std::lock_guard<std::recursive_mutex> lock(st->mutex);
                              st->ensure_gathered(unit);
                              st->prefetch_from(unit, +1);
+                             if (st->units[unit].has_frozen && x.requires_grad()) {
+                               st->units[unit].input_pending = true;
+                               std::weak_ptr<ZeroState> again = st;
+                               at::Tensor(x).register_hook([again, unit](const at::Tensor&) {
+                                 if (auto s = again.lock()) s->after_input_gradient(unit);
+                               });
+                             }
                            }
                            at::Tensor y = inner(x);
                            if (last) {

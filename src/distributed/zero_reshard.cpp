@@ -78,11 +78,14 @@ std::vector<std::vector<size_t>> read_batches(const ZeroState& s) {
   std::vector<std::vector<size_t>> batches;
   std::vector<bool> batched(s.flats.size(), false);
   for (const auto& unit : s.units) {
-    batches.push_back(unit.flats);
-    for (size_t f : unit.flats) batched[f] = true;
+    batches.emplace_back();
+    for (size_t f : unit.flats) {
+      if (!s.flats[f].frozen) batches.back().push_back(f);  // frozen ones are not saved
+      batched[f] = true;
+    }
   }
   for (size_t f = 0; f < s.flats.size(); ++f) {
-    if (!batched[f]) batches.push_back({f});
+    if (!batched[f] && !s.flats[f].frozen) batches.push_back({f});
   }
   return batches;
 }

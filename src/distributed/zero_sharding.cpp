@@ -35,7 +35,9 @@ int stage_of(const std::string& mode) {
 
 std::set<std::string> sharded_names(const ZeroState& s) {
   std::set<std::string> names;
-  for (const FlatParam& f : s.flats) names.insert(f.names.begin(), f.names.end());
+  for (const FlatParam& f : s.flats) {
+    if (!f.frozen) names.insert(f.names.begin(), f.names.end());
+  }
   return names;
 }
 
@@ -86,13 +88,18 @@ void ZeroSharding::setup(const ShardingSetup& setup) {
   hook_gradients(state_);
   // zero3: whole parameters exist only around their unit's forward and backward.
   if (stage_ == 3) install_gather_wrappers(state_, wrapped);
-  int64_t shard_bytes = 0;
-  for (const FlatParam& f : s.flats) shard_bytes += static_cast<int64_t>(f.grad_shard.nbytes());
-  log::info(
-      fmt::format("sharding {}: {} ranks ({}), {} units ({} flat buffers), {:.2f} MiB of "
-                  "parameters per rank's shard",
-                  cfg_.mode, comm_->size(), comm_->backend(), s.units.size(), s.flats.size(),
-                  shard_bytes / 1048576.0));
+  int64_t shard_bytes = 0, frozen_bytes = 0;
+  for (const FlatParam& f : s.flats)
+    (f.frozen ? frozen_bytes : shard_bytes) += static_cast<int64_t>(f.shard.nbytes());
+  std::string frozen_note;
+  if (frozen_bytes > 0) {
+    frozen_note = fmt::format(", and {:.2f} MiB of frozen parameters", frozen_bytes / 1048576.0);
+  }
+  log::info(fmt::format(
+      "sharding {}: {} ranks ({}), {} units ({} flat buffers), {:.2f} MiB of parameters per "
+      "rank's shard{}",
+      cfg_.mode, comm_->size(), comm_->backend(), s.units.size(), s.flats.size(),
+      shard_bytes / 1048576.0, frozen_note));
 }
 
 void ZeroSharding::begin_micro_step(int64_t index, int64_t count) {
@@ -130,6 +137,7 @@ void ZeroSharding::after_optimizer_step(bool stepped) {
 void ZeroSharding::zero_grad(torch::optim::Optimizer& optimizer) {
   (void)optimizer;  // its parameters are the shards, whose gradients are grad_shard
   for (FlatParam& f : state_->flats) {
+    if (f.frozen) continue;
     f.grad_shard.zero_();
     if (f.grad_full.defined()) {
       f.grad_full.zero_();
@@ -157,6 +165,7 @@ ShardLayout ZeroSharding::layout() const {
   layout.mode = cfg_.mode;
   layout.world_size = comm_->size();
   for (const FlatParam& f : state_->flats) {
+    if (f.frozen) continue;  // not in checkpoints
     FlatLayout flat;
     flat.name = f.name;
     flat.numel = f.numel;
@@ -173,6 +182,7 @@ StateDict ZeroSharding::state_dict(const torch::nn::Module& model,
                                    const StateHolder& holder) const {
   StateDict out;
   for (const FlatParam& f : state_->flats) {
+    if (f.frozen) continue;
     // The live tensors, not copies (where they are: a checkpoint's writer copies each to the
     // host when its turn comes), so that saving holds no second copy of the rank's state.
     out.shard.emplace_back(shard_key(f.name, "param"), f.shard.detach());
@@ -206,6 +216,7 @@ bool ZeroSharding::load_state_dict(SavedState& saved, torch::nn::Module& model,
   if (own != nullptr) {
     // The same cut: this rank's shard goes back as it was, bit for bit.
     for (FlatParam& f : s.flats) {
+      if (f.frozen) continue;
       const std::string prefix = f.name + "/";
       std::map<std::string, at::Tensor> kinds;
       for (const std::string& key : own->keys()) {
@@ -229,6 +240,10 @@ int64_t ZeroSharding::unit_count() const { return static_cast<int64_t>(state_->u
 int64_t ZeroSharding::sharded_state_bytes() const {
   int64_t bytes = 0;
   for (const FlatParam& f : state_->flats) {
+    if (f.frozen) {
+      bytes += static_cast<int64_t>(f.shard.nbytes());
+      continue;
+    }
     // Views into the whole buffers (zero1/2) are not counted twice.
     if (!f.shard.storage().is_alias_of(f.full.storage())) {
       bytes += static_cast<int64_t>(f.shard.nbytes());

@@ -28,6 +28,11 @@ struct ShardUnit {
   std::vector<size_t> flats;
   int64_t params = 0;      // trained parameters in it
   int64_t ready = 0;       // of them, with their gradient in this backward
+  // zero3 with frozen parameters in the unit: their backward (the input's gradient through a
+  // frozen weight) may run after every trained parameter's gradient is in, so the unit is
+  // released only once its input's gradient is too (a hook on the input, set at forward).
+  bool has_frozen = false;
+  bool input_pending = false;
   int64_t full_bytes = 0;  // its whole parameters, gathered
   bool gathered = false;   // whole parameters present (or being gathered)
 };
@@ -67,6 +72,10 @@ struct ZeroState : GradientReduction {
   // Finishes a unit's reduce-scatters; its shards' gradients are then final.
   std::vector<at::Tensor> finish_unit(size_t u);
   void on_gradient(size_t index);
+  // The gradient of a unit's input is in: all of its backward has run.
+  void after_input_gradient(size_t u);
+  // Releases a unit whose backward is over (every trained gradient in, no input pending).
+  void release_if_backward_done(size_t u);
   // Before a unit's backward (a hook on its output's gradient): its parameters again.
   void before_backward(size_t u);
   // After each micro-step's backward: reductions finished and added to the shards' gradients,

@@ -1,9 +1,11 @@
-// ZeroSharding's unit planning (zero_state.h): which trained parameters form which unit, and
-// each unit's flat buffers, one per optimizer group.
+// ZeroSharding's unit planning (zero_state.h): which parameters form which unit, and each
+// unit's flat buffers, one per optimizer group for the trained ones (zero3: and one per dtype
+// for the frozen ones).
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 #include <torch/optim/optimizer.h>
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -66,11 +68,30 @@ class UnitBuilder {
     return out;
   }
 
-  // Adds a unit of `params`; false when it has none to train.
-  bool add(const std::string& unit_name, const std::vector<at::Tensor>& params) {
+  // zero3: the floating-point frozen parameters among `candidates` no unit has claimed yet
+  // (sharded too, with no gradient); none under zero1/2, which keep whole parameters anyway.
+  std::vector<at::Tensor> take_frozen(const std::vector<at::Tensor>& candidates) {
+    std::vector<at::Tensor> out;
+    if (s_.stage < 3) return out;
+    for (const auto& p : candidates) {
+      const auto* impl = p.unsafeGetTensorImpl();
+      if (p.requires_grad() || !p.is_floating_point() || group_of_.count(impl) != 0 ||
+          claimed_.count(impl) != 0) {
+        continue;
+      }
+      claimed_.insert(impl);
+      out.push_back(p);
+    }
+    return out;
+  }
+
+  // Adds a unit of trained `params` and `frozen` ones; false when it has neither.
+  bool add(const std::string& unit_name, const std::vector<at::Tensor>& params,
+           const std::vector<at::Tensor>& frozen) {
     ShardUnit unit;
     unit.name = unit_name;
     for (size_t g = 0; g < groups_.size(); ++g) add_flat(unit, g, params);
+    add_frozen_flats(unit, frozen);
     if (unit.flats.empty()) return false;
     unit.gathered = true;
     s_.gathered_bytes += unit.full_bytes;
@@ -86,7 +107,7 @@ class UnitBuilder {
         if (claimed_.count(p.unsafeGetTensorImpl()) == 0) kept.push_back(p);
       }
       for (const FlatParam& f : s_.flats) {
-        if (f.group == g) kept.push_back(f.shard);
+        if (!f.frozen && f.group == g) kept.push_back(f.shard);
       }
       groups_[g].params() = std::move(kept);
     }
@@ -109,14 +130,43 @@ class UnitBuilder {
       names.push_back(name_of_[p.unsafeGetTensorImpl()]);
     }
     if (members.empty()) return;
+    unit.params += static_cast<int64_t>(members.size());
+    push_flat(unit, fmt::format("{}/group{}", unit.name, g), g, std::move(members),
+              std::move(names));
+  }
+
+  // Frozen parameters: one flat buffer per dtype and device, as they come.
+  void add_frozen_flats(ShardUnit& unit, const std::vector<at::Tensor>& frozen) {
+    std::vector<std::pair<std::vector<at::Tensor>, std::vector<std::string>>> kinds;
+    for (const auto& p : frozen) {
+      auto same = [&p](const auto& kind) {
+        const at::Tensor& q = kind.first.front();
+        return q.scalar_type() == p.scalar_type() && q.device() == p.device();
+      };
+      auto it = std::find_if(kinds.begin(), kinds.end(), same);
+      if (it == kinds.end()) {
+        kinds.emplace_back();
+        it = std::prev(kinds.end());
+      }
+      it->first.push_back(p);
+      it->second.push_back(name_of_[p.unsafeGetTensorImpl()]);
+    }
+    for (size_t k = 0; k < kinds.size(); ++k) {
+      unit.has_frozen = true;
+      push_flat(unit, fmt::format("{}/frozen{}", unit.name, k), FlatParam::kFrozen,
+                std::move(kinds[k].first), std::move(kinds[k].second));
+    }
+  }
+
+  void push_flat(ShardUnit& unit, std::string name, size_t group, std::vector<at::Tensor> members,
+                 std::vector<std::string> names) {
     const at::ScalarType own = members.front().scalar_type();
     const at::ScalarType param_dtype = sharding_dtype(cfg_.param_dtype).value_or(own);
     const at::ScalarType reduce_dtype = sharding_dtype(cfg_.reduce_dtype).value_or(param_dtype);
-    unit.params += static_cast<int64_t>(members.size());
     unit.flats.push_back(s_.flats.size());
-    s_.flats.push_back(FlatParam::build(fmt::format("{}/group{}", unit.name, g), g,
-                                        std::move(members), std::move(names), s_.comm->size(),
-                                        s_.comm->rank(), param_dtype, reduce_dtype,
+    s_.flats.push_back(FlatParam::build(std::move(name), group, std::move(members),
+                                        std::move(names), s_.comm->size(), s_.comm->rank(),
+                                        param_dtype, reduce_dtype,
                                         /*shard_is_view=*/s_.stage < 3 && param_dtype == own,
                                         /*keep_full_grad=*/s_.stage == 1, shard_on_host_));
     unit.full_bytes += static_cast<int64_t>(s_.flats.back().full.nbytes());
@@ -142,17 +192,22 @@ std::vector<WrappedUnit> plan_units(ZeroState& s, const ShardingSetup& setup,
   if (!setup.block_lists.empty()) blocks = list_blocks(setup.model, setup.block_lists, who);
   std::vector<WrappedUnit> wrapped;
   for (auto& group : group_blocks(blocks, cfg)) {
-    std::vector<at::Tensor> params;
+    std::vector<at::Tensor> params, frozen;
     for (const Block& b : group) {
       auto mine = builder.take(b.module->parameters(/*recurse=*/true));
       params.insert(params.end(), mine.begin(), mine.end());
+      auto still = builder.take_frozen(b.module->parameters(/*recurse=*/true));
+      frozen.insert(frozen.end(), still.begin(), still.end());
     }
     const std::string unit_name =
         group.size() == 1 ? group.front().path : group.front().path + ".." + group.back().path;
-    if (builder.add(unit_name, params)) wrapped.push_back({s.units.size() - 1, std::move(group)});
+    if (builder.add(unit_name, params, frozen)) {
+      wrapped.push_back({s.units.size() - 1, std::move(group)});
+    }
   }
   s.block_units = s.units.size();
-  builder.add("root", builder.take(setup.model.parameters(/*recurse=*/true)));
+  const auto all = setup.model.parameters(/*recurse=*/true);
+  builder.add("root", builder.take(all), builder.take_frozen(all));
   for (size_t u = s.block_units; u-- > 0;) s.launch_order.push_back(u);
   if (s.units.size() > s.block_units) s.launch_order.push_back(s.block_units);
   builder.point_optimizer_at_shards();

@@ -199,19 +199,20 @@ ModelProfile model_shape(const Config& cfg) {
     p.adafactor_state_bytes = adafactor_bytes(trained);
     // optim.beta1 adds a full fp32 first moment.
     if (cfg.optim.beta1 > 0) p.adafactor_state_bytes += 4 * p.params;
-    int64_t in_blocks = 0;
+    int64_t in_blocks = 0, frozen_in_blocks = 0;
     if (!model->block_lists().empty()) {
       for (const Block& b : list_blocks(*model, model->block_lists(), "plan")) {
-        int64_t n = 0;
-        for (const auto& t : b.module->parameters()) {
-          if (t.requires_grad()) n += t.numel();
-        }
+        int64_t n = 0, frozen = 0;
+        for (const auto& t : b.module->parameters()) (t.requires_grad() ? n : frozen) += t.numel();
         p.largest_block = std::max(p.largest_block, n);
+        p.frozen_largest_block = std::max(p.frozen_largest_block, frozen);
         in_blocks += n;
+        frozen_in_blocks += frozen;
         p.has_blocks = true;
       }
     }
     p.root = p.params - in_blocks;
+    p.frozen_root = p.frozen - p.nf4_values - frozen_in_blocks;
   }
   return p;
 }
@@ -259,8 +260,8 @@ int64_t predict_peak(const ModelProfile& p, const PlanRow& r, int world) {
   const double psi = static_cast<double>(p.params);
   const double unit = static_cast<double>(std::max(p.largest_block, p.root));
   double params = 4 * psi, grads = 4 * psi;
-  // Frozen weights (fp32 parameters, NF4 codes): no gradient, no state, never sharded.
-  const double frozen = static_cast<double>(p.frozen_bytes);
+  // Frozen weights (fp32 parameters, NF4 codes): no gradient, no state.
+  double frozen = static_cast<double>(p.frozen_bytes);
   double state = state_bytes(r.optimizer, p);
   const ShardingTraits sharding = sharding_traits(r.sharding);
   if (sharding.shards_optimizer_state) state /= n;
@@ -270,6 +271,10 @@ int64_t predict_peak(const ModelProfile& p, const PlanRow& r, int world) {
   if (sharding.shards_parameters) {
     // The shards, plus the root unit and two blocks gathered at once (prefetch 1).
     params = params / n + 4.0 * static_cast<double>(p.root + 2 * p.largest_block);
+    // The fp32 frozen ones are sharded and gathered with their unit too (NF4 stays whole).
+    const double frozen_fp32 = 4.0 * static_cast<double>(p.frozen - p.nf4_values);
+    frozen = static_cast<double>(p.nf4_bytes) + frozen_fp32 / n +
+             4.0 * static_cast<double>(p.frozen_root + 2 * p.frozen_largest_block);
   }
   double offloaded = 0;
   if (r.offload) {

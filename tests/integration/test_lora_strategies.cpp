@@ -1,7 +1,8 @@
 // Frozen parameters under every strategy: a tiny Llama with LoRA adapters (the rest frozen)
 // trains under each sharding mode (Gloo, world 1), offload, checkpointing policy, precision,
 // accumulation, optimizer in backward and the 8-bit / Adafactor states, and each run
-//   - leaves every frozen weight bit for bit as it was, with no gradient,
+//   - leaves every frozen weight bit for bit as it was, with no gradient (zero3: sharded, none
+//     held whole between steps),
 //   - keeps optimizer state and checkpoint entries for the adapters only,
 //   - trains the adapters as the plain run does (fp32: within 1e-5; bf16: losses within 3%).
 #include <ATen/ATen.h>
@@ -73,6 +74,15 @@ Result train(const Setting& s, const std::shared_ptr<dist::Communicator>& comm) 
     REQUIRE_FALSE(st.skipped);
     r.losses.push_back(st.loss);
   }
+  // zero3 shards the frozen weights too: between steps none is held whole.
+  const bool zero3 = s.strategy.sharding.mode == "zero3";
+  for (const auto& p : model->named_parameters()) {
+    INFO(p.key());
+    if (frozen.count(p.key()) != 0) CHECK((p.value().storage().nbytes() == 0) == zero3);
+  }
+  r.state = engine.state_dict();
+  // Whole parameters for the comparison (zero3 holds shards between steps).
+  engine.sharding().set_full_parameters(true);
   for (const auto& p : model->named_parameters()) {
     INFO(p.key());
     auto it = frozen.find(p.key());
@@ -80,13 +90,9 @@ Result train(const Setting& s, const std::shared_ptr<dist::Communicator>& comm) 
       CHECK_FALSE(p.value().requires_grad());
       CHECK_FALSE(p.value().grad().defined());
       CHECK(at::equal(p.value().detach(), it->second));
+    } else {
+      r.trained[p.key()] = p.value().detach().clone().to(at::kFloat);
     }
-  }
-  r.state = engine.state_dict();
-  // Whole parameters for the comparison (zero3 holds shards between steps).
-  engine.sharding().set_full_parameters(true);
-  for (const auto& p : model->named_parameters()) {
-    if (p.value().requires_grad()) r.trained[p.key()] = p.value().detach().clone().to(at::kFloat);
   }
   engine.sharding().set_full_parameters(false);
   return r;

@@ -16,6 +16,9 @@
 // gathered from the start of each forward to the end of its backward. Each unit's parameters
 // of one optimizer group (weight decay or not) are flattened into one buffer, padded and
 // split evenly (distributed/flat_param.h); the optimizer's parameter groups get the shards.
+// zero3 shards the frozen parameters too (LoRA's base, model.freeze): their own flat buffers,
+// gathered and released with their unit, with no gradient, state or checkpoint entry; NF4
+// weights are buffers, not parameters, and stay whole.
 //
 // Mixed precision: param_dtype is the dtype the parameters are gathered and computed in,
 // reduce_dtype the one gradients are summed in; shards and optimizer state keep the
@@ -60,7 +63,8 @@ class ZeroSharding final : public RankSharding {
 
   // Sharded checkpoints (distributed/sharded_state.h): each rank saves its shards of the
   // parameters and of their optimizer state ("<flat>/<kind>", on the CPU) with the layout of
-  // its flat buffers; the rest of the model (buffers, frozen parameters) is saved whole. A
+  // its flat buffers; the rest of the model (buffers) is saved whole, frozen parameters not
+  // at all (they come from where the model was built from). A
   // state saved under the same layout comes back as it was, bit for bit; any other (whole, or
   // another world size, zero mode or wrap policy) is cut again from whole tensors by
   // parameter name.
@@ -72,8 +76,8 @@ class ZeroSharding final : public RankSharding {
 
   // Figures for tests and benchmarks.
   int64_t unit_count() const;
-  // Bytes of the model's state this rank holds between steps: shards, their gradients,
-  // whole parameters kept (zero1/2) and whole gradients kept (zero1).
+  // Bytes of the model's state this rank holds between steps: shards (frozen ones included),
+  // their gradients, whole parameters kept (zero1/2) and whole gradients kept (zero1).
   int64_t sharded_state_bytes() const;
   // The most whole-parameter bytes gathered at once during the last step (zero3).
   int64_t peak_gathered_bytes() const;

@@ -4,7 +4,9 @@
 // that fit ranked by an estimate of time per sample.
 //
 // Fine-tuning: gradients, optimizer state and offloaded masters are the trained parameters'
-// alone; the frozen ones (fp32, or NF4 at ~0.52 B each) add their bytes, whole on each rank.
+// alone; the frozen ones (fp32, or NF4 at ~0.52 B each) add their bytes: whole on each rank,
+// but for the fp32 ones under a mode that shards parameters (divided by N, plus the root unit's
+// and two blocks' gathered at once).
 // Peak = parameters + gradients (whole, sharded, or only a block's in flight with
 // optim.in_backward) + optimizer state (per optimizer: AdamW 8 B/parameter, 8-bit AdamW ~2,
 // Adafactor rows + columns, SGD 0 or 4; divided by N as the sharding mode's traits say,
@@ -47,6 +49,9 @@ struct ModelProfile {
   int64_t nf4_bytes = 0;       // ...in these bytes (codes, scales and their scales)
   int64_t largest_block = 0;   // parameters of the largest block
   int64_t root = 0;            // parameters outside the blocks
+  // The frozen fp32 parameters' share of the above (NF4 weights not counted).
+  int64_t frozen_largest_block = 0;
+  int64_t frozen_root = 0;
   bool has_blocks = false;     // the model names block lists (checkpointing applies)
   int64_t adafactor_state_bytes = 0;  // Adafactor's moments for these parameters (optim.beta1 counted)
   int64_t measured_batch = 0;  // micro-batch of the traces / measurements
