@@ -5,6 +5,7 @@
 
 #include "frugal/config/hf_config.h"
 #include "frugal/config/load.h"
+#include "frugal/models/model_spec.h"
 #include "frugal/util/error.h"
 #include "internal.h"
 #include "schema.h"
@@ -17,17 +18,17 @@ namespace {
 void apply_preset(const Entry& size, ModelConfig& model, KeyMarks& marks) {
   decode(size, model.size);
   if (model.size.empty()) return;
-  const ModelPreset* preset = find_model_preset(model.size);
-  if (!preset) {
+  const std::optional<FoundPreset> found = find_model_preset(model.size);
+  if (!found) {
     const std::vector<std::string> names = model_preset_names();
     std::string list;
     for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
     fail(size.loc, fmt::format("model.size: unknown preset '{}'{} (known: {})", model.size,
                                did_you_mean(model.size, names), list));
   }
-  preset->fill(model);
+  found->preset.fill(model);
   marks["model.size"] = size.loc;
-  for (const char* key : preset->keys) marks[std::string("model.") + key] = size.loc;
+  for (const std::string& key : found->preset.keys) marks["model." + key] = size.loc;
 }
 
 // model.init_from: config.json decides the architecture. A key the YAML gives as well must

@@ -105,16 +105,6 @@ void decode(const Entry& e, MemoryAmount& out);
 void decode(const Entry& e, std::array<double, 2>& out);
 void decode(const Entry& e, std::map<std::string, std::string>& out);
 
-// presets.cpp
-struct ModelPreset {
-  const char* name;
-  const char* type;                      // the model.type it sizes
-  std::function<void(ModelConfig&)> fill;
-  std::vector<const char*> keys;         // the model keys it fills
-};
-const std::vector<ModelPreset>& model_presets();
-const ModelPreset* find_model_preset(std::string_view name);
-
 // validate.cpp: `marks` (may be null) locates the offending key.
 void validate(const Config& config, const KeyMarks* marks);
 

@@ -60,25 +60,19 @@ void check_run(const Checker& c, const RunConfig& run) {
             fmt::format("unknown device '{}' (expected auto, cpu, cuda or cuda:N)", run.device));
 }
 
-// A preset size names its type: a type that has presets of its own takes only those (a type
-// registered without presets may use any).
-bool has_presets(const std::string& type) {
-  for (const auto& name : model_preset_names()) {
-    if (find_model_preset(name)->type == type) return true;
-  }
-  return false;
-}
-
 void check_model(const Checker& c, const ModelConfig& m, const DataConfig& data) {
   c.require(!m.type.empty(), "model.type", "must not be empty");
   if (!m.size.empty()) {
-    const ModelPreset* preset = find_model_preset(m.size);
-    if (!preset) {
+    // A preset size names its type: a type that has presets of its own takes only those (a
+    // type registered without presets may use any).
+    const std::optional<FoundPreset> found = find_model_preset(m.size);
+    const std::optional<ModelSpec> spec = find_model_spec(m.type);
+    if (!found) {
       c.one_of(m.size, model_preset_names(), "model.size");
-    } else if (has_presets(m.type)) {
-      c.require(m.type == preset->type, "model.size",
+    } else if (spec && !spec->presets.empty()) {
+      c.require(m.type == found->type, "model.size",
                 fmt::format("'{}' is a {} size, model.type is {} (set model.type: {})", m.size,
-                            preset->type, m.type, preset->type),
+                            found->type, m.type, found->type),
                 "model.type");
     }
   }

@@ -14,6 +14,7 @@
 #include "frugal/models/model.h"
 #include "frugal/models/registry.h"
 #include "frugal/strategy/activation_offload.h"
+#include "frugal/strategy/autocast.h"
 #include "frugal/strategy/checkpointing.h"
 #include "frugal/strategy/gradient_hooks.h"
 #include "frugal/strategy/precision.h"
@@ -67,12 +68,10 @@ CountingMetaAllocator& counter() {
 }
 
 // Every tensor of `b` as a meta tensor of the same shape and dtype.
-Batch on_meta(const Batch& b, at::ScalarType float_dtype) {
+Batch on_meta(const Batch& b) {
   auto meta = [&](const at::Tensor& t) {
     if (!t.defined()) return t;
-    auto options = t.options().device(at::kMeta);
-    if (at::isFloatingType(t.scalar_type())) options = options.dtype(float_dtype);
-    return at::empty(t.sizes(), options);
+    return at::empty(t.sizes(), t.options().device(at::kMeta));
   };
   Batch m;
   m.x = meta(b.x);
@@ -122,27 +121,25 @@ std::optional<TraceResult> trace_step(const Config& cfg, const TraceSettings& s,
     apply_finetuning(*model, mc);  // adapters, NF4 weights, frozen parameters: the run's
     const PrecisionSpec spec = precision_spec(s.precision);
     const at::ScalarType dtype = spec.autocast ? spec.dtype : at::kFloat;
-    if (dtype != at::kFloat) model->to(dtype);
     TraceResult r;
     // The gradients' bytes: trained parameters only (frozen ones and NF4 weights get none).
     int64_t param_bytes = 0;
     for (const auto& p : model->parameters()) {
       if (p.requires_grad()) param_bytes += static_cast<int64_t>(p.nbytes());
     }
-    // Autocast's low-precision copies of the linear weights. Without checkpointing every one
-    // is saved for backward (the trained ones from autocast's cache, the frozen ones by their
-    // matmul, for the input's gradient); under checkpointing only the cached ones outlive
-    // their matmul, and autocast caches trained leaves alone.
-    int64_t weight_copies = 0, cached_copies = 0;
+    // Autocast's cached low-precision copies of the trained linear weights (autocast caches
+    // trained leaves alone). The trace casts each use instead, which its matmul saves for
+    // backward as the run's does; what it does not see is the cache keeping every one alive
+    // to the end of the forward, which matters under checkpointing (below).
+    int64_t cached_copies = 0;
     if (spec.autocast) {
       for (const auto& item : model->named_modules()) {
         auto* linear = item.value()->as<torch::nn::Linear>();
         // An NF4 layer has no weight tensor: it dequantizes inside its forward instead.
         if (linear == nullptr || !linear->weight.defined()) continue;
-        const int64_t bytes =
-            linear->weight.numel() * static_cast<int64_t>(c10::elementSize(dtype));
-        weight_copies += bytes;
-        if (linear->weight.requires_grad()) cached_copies += bytes;
+        if (linear->weight.requires_grad()) {
+          cached_copies += linear->weight.numel() * static_cast<int64_t>(c10::elementSize(dtype));
+        }
       }
     }
     if (checkpointing_enabled(s.checkpointing)) {
@@ -153,7 +150,7 @@ std::optional<TraceResult> trace_step(const Config& cfg, const TraceSettings& s,
       offload = std::make_shared<ActivationOffload>(s.activation_prefetch, /*pin_memory=*/false);
       apply_activation_offload(*model, offload, model->block_lists());
     }
-    const Batch mb = on_meta(batch, dtype);
+    const Batch mb = on_meta(batch);
     const int64_t before = count.live() - base;  // the parameters
     const std::vector<at::Tensor> params = model->parameters();
     // Two passes: gradients kept as a plain backward keeps them, and gradients dropped as soon
@@ -169,12 +166,21 @@ std::optional<TraceResult> trace_step(const Config& cfg, const TraceSettings& s,
       count.reset_peak();
       int64_t forward_peak = 0;
       {
-        // Autocast runs the loss in fp32 (cross entropy is on its fp32 list): the cast
-        // model's logits go through the same cast. The chunked loss does its own
+        // Autocast runs the loss in fp32 (cross entropy is on its fp32 list): the low-precision
+        // logits go through the same cast. The chunked loss does its own
         // (models/chunked_loss.h).
-        at::Tensor loss = spec.autocast && s.loss_chunk_tokens == 0
-                              ? model->loss_sum(model->forward_batch(mb).to(at::kFloat), mb.y)
-                              : model->batch_loss_sum(mb);
+        at::Tensor loss;
+        {
+          // The run's autocast around the forward, as the engine's, standing as the CPU's:
+          // frugal's matmul-like calls cast their meta inputs under it as ATen's autocast
+          // casts real ones (util/autocast_dtype.h), so the fp32 parameters and residual
+          // stream stay fp32 beside their low-precision copies, as in the run. A checkpointed
+          // unit's replay in backward restores it.
+          AutocastGuard autocast(c10::DeviceType::CPU, dtype, spec.autocast);
+          loss = spec.autocast && s.loss_chunk_tokens == 0
+                     ? model->loss_sum(model->forward_batch(mb).to(at::kFloat), mb.y)
+                     : model->batch_loss_sum(mb);
+        }
         forward_peak = count.peak() - base - before;
         loss.backward();
       }
@@ -189,15 +195,15 @@ std::optional<TraceResult> trace_step(const Config& cfg, const TraceSettings& s,
       const int64_t forward_with_copies = forward_peak + cached_copies;
       if (!checkpointing_enabled(s.checkpointing)) {
         if (keep_grads) {
-          r.activation_peak = std::max<int64_t>(0, above_params - param_bytes) + weight_copies;
+          r.activation_peak = std::max<int64_t>(0, above_params - param_bytes);
         } else {
-          r.activation_peak_alone = std::max<int64_t>(0, above_params) + weight_copies;
+          r.activation_peak_alone = std::max<int64_t>(0, above_params);
         }
       } else if (keep_grads) {
         // Every parameter's gradient exists at the end of backward; the forward's peak has
-        // none of them (predict_peak adds the fp32 gradients to this figure).
+        // none of them (predict_peak adds the gradients to this figure).
         r.activation_peak = std::max<int64_t>(
-            {int64_t{0}, above_params - param_bytes, forward_with_copies - 2 * param_bytes});
+            {int64_t{0}, above_params - param_bytes, forward_with_copies - param_bytes});
       } else {
         r.activation_peak_alone = std::max<int64_t>({int64_t{0}, above_params, forward_with_copies});
       }

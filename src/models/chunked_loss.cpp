@@ -6,6 +6,7 @@
 
 #include "frugal/data/batch.h"
 #include "frugal/models/kernels.h"
+#include "frugal/util/autocast_dtype.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
@@ -14,9 +15,7 @@ namespace {
 
 // The dtype at::linear would compute the logits in here.
 at::ScalarType matmul_dtype(const at::Tensor& hidden, const at::Tensor& weight) {
-  const c10::DeviceType device = hidden.device().type();
-  // Meta tensors (a traced step) have no autocast state to ask for.
-  if (device != c10::DeviceType::Meta && at::autocast::is_autocast_enabled(device)) return at::autocast::get_autocast_dtype(device);
+  if (const auto dtype = autocast_dtype(hidden.device().type())) return *dtype;
   return at::promote_types(hidden.scalar_type(), weight.scalar_type());
 }
 

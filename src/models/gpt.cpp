@@ -1,8 +1,8 @@
 #include "frugal/models/gpt.h"
 
 #include <ATen/ATen.h>
-#include <torch/nn/functional/activation.h>
 #include <ATen/ops/linear.h>
+#include <torch/nn/functional/activation.h>
 #include <torch/nn/init.h>
 #include <torch/utils.h>
 
@@ -12,6 +12,7 @@
 #include "frugal/models/causal_attention.h"
 #include "frugal/models/chunked_loss.h"
 #include "frugal/models/generate.h"
+#include "frugal/util/autocast_dtype.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
@@ -136,7 +137,8 @@ void Gpt::init_weights() {
 
 at::Tensor Gpt::forward(const at::Tensor& idx) {
   // Output projection tied to the token embedding: no separate lm_head parameter.
-  return at::linear(hidden_states(idx), tok_emb->weight);  // (B, T, vocab)
+  return at::linear(autocast_meta_input(hidden_states(idx)),
+                    autocast_meta_input(tok_emb->weight));  // (B, T, vocab)
 }
 
 at::Tensor Gpt::batch_loss_sum(const Batch& batch) {

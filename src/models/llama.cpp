@@ -8,6 +8,7 @@
 #include "frugal/data/batch.h"
 #include "frugal/models/causal_attention.h"
 #include "frugal/models/chunked_loss.h"
+#include "frugal/util/autocast_dtype.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
@@ -92,11 +93,9 @@ UnitExtras LlamaExtras::make(RotaryEmbedding& rope, const at::Tensor& idx,
   auto [cos, sin] = rope.cos_sin_at(positions);
   // Under autocast the queries and keys are in its dtype: round the angles to it once here,
   // not in every layer's rotation (where each copy would be saved until backward).
-  const c10::DeviceType device_type = idx.device().type();
-  if (at::autocast::is_autocast_enabled(device_type)) {
-    const at::ScalarType dtype = at::autocast::get_autocast_dtype(device_type);
-    cos = cos.to(dtype);
-    sin = sin.to(dtype);
+  if (const auto dtype = autocast_dtype(idx.device().type())) {
+    cos = cos.to(*dtype);
+    sin = sin.to(*dtype);
   }
   at::Tensor mask = at::ones({T, T}, on.dtype(at::kBool)).tril().expand({B, T, T});
   if (position_ids.defined()) {
@@ -149,7 +148,8 @@ at::Tensor LlamaAttention::forward_impl_extras(const at::Tensor& x, const UnitEx
       k = k.repeat_interleave(group, 1);
       v = v.repeat_interleave(group, 1);
     }
-    y = at::scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0,
+    y = at::scaled_dot_product_attention(autocast_meta_input(q), autocast_meta_input(k),
+                                         autocast_meta_input(v), mask, /*dropout_p=*/0.0,
                                          /*is_causal=*/!mask.has_value(), /*scale=*/std::nullopt,
                                          /*enable_gqa=*/!mask && group > 1)
             .transpose(1, 2)
@@ -232,7 +232,9 @@ at::Tensor Llama::forward_batch(const Batch& batch) {
 at::Tensor Llama::forward(const at::Tensor& idx, const at::Tensor& position_ids,
                           const at::Tensor& attention_mask) {
   const at::Tensor x = hidden_states(idx, position_ids, attention_mask);
-  return lm_head ? linear(lm_head, x) : at::linear(x, embed_tokens->weight);  // (B, T, vocab)
+  return lm_head ? linear(lm_head, x)
+                 : at::linear(autocast_meta_input(x),
+                              autocast_meta_input(embed_tokens->weight));  // (B, T, vocab)
 }
 
 at::Tensor Llama::batch_loss_sum(const Batch& batch) {

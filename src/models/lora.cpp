@@ -12,6 +12,7 @@
 #include <set>
 
 #include "frugal/models/quantized_base.h"
+#include "frugal/util/autocast_dtype.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
@@ -67,12 +68,13 @@ at::Tensor lora_delta(const torch::nn::LinearImpl& layer, const at::Tensor& x) {
   torch::nn::LinearImpl* up = lora_up_of(layer);
   ++down->calls;
   at::Tensor in = down->dropout > 0.0 ? at::dropout(x, down->dropout, down->is_training()) : x;
-  // Under autocast the products run in its dtype; without it, in the adapter's (fp32) dtype.
-  // (The meta device has no autocast: the planner's trace casts the model instead.)
-  if (x.is_meta() || !at::autocast::is_autocast_enabled(x.device().type())) {
-    in = in.to(down->weight.scalar_type());
-  }
-  return at::linear(at::linear(in, down->weight), up->weight) * down->scale;
+  // Under autocast the products run in its dtype (each input cast again, as autocast does);
+  // without it, in the adapter's (fp32) dtype.
+  if (!autocast_dtype(x.device().type())) in = in.to(down->weight.scalar_type());
+  auto product = [](const at::Tensor& a, const at::Tensor& w) {
+    return at::linear(autocast_meta_input(a), autocast_meta_input(w));
+  };
+  return product(product(in, down->weight), up->weight) * down->scale;
 }
 
 std::vector<std::pair<std::string, torch::nn::Linear>> linear_layers(torch::nn::Module& module) {

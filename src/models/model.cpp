@@ -8,6 +8,7 @@
 #include "frugal/data/batch.h"
 #include "frugal/models/lora.h"
 #include "frugal/models/quantized_base.h"
+#include "frugal/util/autocast_dtype.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
@@ -23,10 +24,15 @@ at::Tensor cross_entropy_sum(const at::Tensor& output, const at::Tensor& targets
 at::Tensor linear(const torch::nn::Linear& layer, const at::Tensor& x) {
   const std::optional<at::Tensor> bias =
       layer->bias.defined() ? std::optional<at::Tensor>(layer->bias) : std::nullopt;
-  // A plain layer has no children: adapters and NF4 bases cost it one empty check.
-  if (layer->children().empty()) return at::linear(x, layer->weight, bias);
+  // A plain layer has no children: adapters and NF4 bases cost it one empty check. (Casting
+  // meta inputs as autocast would: a no-op outside the planner's trace.)
+  auto plain = [&] {
+    return at::linear(autocast_meta_input(x), autocast_meta_input(layer->weight),
+                      bias ? std::optional<at::Tensor>(autocast_meta_input(*bias)) : std::nullopt);
+  };
+  if (layer->children().empty()) return plain();
   const nf4::Nf4Weight* q = nf4_weight_of(*layer);
-  at::Tensor y = q ? nf4::linear(x, *q, bias) : at::linear(x, layer->weight, bias);
+  at::Tensor y = q ? nf4::linear(x, *q, bias) : plain();
   if (lora_down_of(*layer) != nullptr) y = y + lora_delta(*layer, x).to(y.scalar_type());
   return y;
 }

@@ -49,6 +49,24 @@ std::vector<std::string> registered_models() { return registry().names(); }
 
 std::optional<ModelSpec> find_model_spec(const std::string& type) { return registry().find(type); }
 
+std::optional<FoundPreset> find_model_preset(const std::string& name) {
+  for (const std::string& type : registry().names()) {
+    for (const ModelPreset& p : registry().get(type).presets) {
+      if (p.name == name) return FoundPreset{type, p};
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> model_preset_names(const std::string& type) {
+  std::vector<std::string> names;
+  for (const std::string& t : registry().names()) {
+    if (!type.empty() && t != type) continue;
+    for (const ModelPreset& p : registry().get(t).presets) names.push_back(p.name);
+  }
+  return names;
+}
+
 std::shared_ptr<Model> make_model(const ModelConfig& cfg) {
   return registry().get(cfg.type).build(cfg);
 }

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "frugal/util/autocast_dtype.h"
 #include "frugal/util/error.h"
 
 namespace frugal::nf4 {
@@ -98,11 +99,9 @@ void nf4_check_consistent(const Nf4Weight& w) {
 // The compute dtype of linear(): what at::linear's autocast would cast x to, else x's dtype.
 at::ScalarType nf4_compute_dtype(const at::Tensor& x) {
   const c10::DeviceType device = x.device().type();
-  // The meta device has no autocast (the planner's trace casts the model instead).
-  if (device != c10::DeviceType::Meta && at::autocast::is_autocast_enabled(device) &&
-      at::autocast::is_eligible(x, device)) {
-    return at::autocast::get_autocast_dtype(device);
-  }
+  const std::optional<at::ScalarType> dtype = autocast_dtype(device);
+  // Meta tensors (the planner's trace) as the CPU's would be.
+  if (dtype && (x.is_meta() || at::autocast::is_eligible(x, device))) return *dtype;
   return x.scalar_type();
 }
 
@@ -124,11 +123,11 @@ struct Nf4LinearFunction : public torch::autograd::Function<Nf4LinearFunction> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
                             const std::optional<at::Tensor>& bias, const Nf4Weight& w) {
     const at::ScalarType compute = nf4_compute_dtype(x);
-    const bool under_autocast =
-        !x.is_meta() && at::autocast::is_autocast_enabled(x.device().type());
+    const bool under_autocast = autocast_dtype(x.device().type()).has_value();
     std::optional<at::Tensor> b;
     if (bias.has_value() && bias->defined()) {
-      b = under_autocast && at::autocast::is_eligible(*bias, bias->device().type())
+      b = under_autocast &&
+                  (bias->is_meta() || at::autocast::is_eligible(*bias, bias->device().type()))
               ? bias->to(compute)
               : *bias;
     }

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "frugal/config/load.h"
+#include "frugal/models/model_spec.h"
 #include "support/helpers.h"
 #include "unit/test_config_support.h"
 
@@ -248,7 +249,7 @@ TEST_CASE("config: GPT presets fill sizes, explicit keys win in any order", "[co
       CHECK(c.model.block_size == e.block_size);
       CHECK(c.model.vocab_size == e.vocab_size);
     }
-    CHECK(frugal::gpt_preset_names() ==
+    CHECK(frugal::model_preset_names("gpt") ==
           std::vector<std::string>{"gpt-tiny", "gpt-mini", "gpt-small", "gpt2-124m", "gpt2-350m"});
   }
   SECTION("an explicit key before or after size wins") {

@@ -52,9 +52,4 @@ ModelConfig resolved_model_config(const std::string& yaml_text, const std::strin
 // The whole resolved config the same way (export rebuilds a run's model from its run.seed too).
 Config resolved_config(const std::string& yaml_text, const std::string& source_name);
 
-// The names model.size accepts for a model type ("" = every type), in table order (for help
-// texts and docs).
-std::vector<std::string> model_preset_names(const std::string& type = "");
-std::vector<std::string> gpt_preset_names();  // model_preset_names("gpt")
-
 }  // namespace frugal
