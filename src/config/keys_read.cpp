@@ -21,6 +21,10 @@ bool model_key_read(const ModelConfig& m, std::string_view key) {
   // Fine-tuning's keys show (and are hashed) when used.
   if (key == "freeze") return !m.freeze.empty();
   if (key == "init_adapter") return !m.init_adapter.empty();
+  // (What frugal::finetuning(m) asks; models/finetune.h is not included in config.)
+  if (key == "frozen_dtype") {
+    return m.lora.rank > 0 || !m.freeze.empty() || m.quantize_base.type != "none";
+  }
   // The type's own keys (frugal/models/model_spec.h); an unknown type's all of them.
   const std::optional<ModelSpec> spec = find_model_spec(m.type);
   return !spec || spec->reads_key(std::string(key));

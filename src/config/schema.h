@@ -67,6 +67,7 @@ void for_each_field(C& c, Visit&& visit) {
   visit("model.lora", "targets", c.model.lora.targets);
   visit("model.lora", "rslora", c.model.lora.rslora);
   visit("model", "freeze", c.model.freeze);
+  visit("model", "frozen_dtype", c.model.frozen_dtype);
   visit("model.quantize_base", "type", c.model.quantize_base.type);
   visit("model.quantize_base", "modules", c.model.quantize_base.modules);
   visit("model", "init_adapter", c.model.init_adapter);

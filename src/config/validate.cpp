@@ -87,6 +87,7 @@ void check_model(const Checker& c, const ModelConfig& m, const DataConfig& data)
     c.unit_interval(m.lora.dropout, "model.lora.dropout");
   }
   c.one_of(m.quantize_base.type, {"none", "nf4"}, "model.quantize_base.type");
+  c.one_of(m.frozen_dtype, {"auto", "fp32"}, "model.frozen_dtype");
   c.require(m.quantize_base.type == "none" || m.lora.rank > 0 || !m.quantize_base.modules.empty(),
             "model.quantize_base",
             "nf4 quantizes the LoRA targets: set model.lora.rank (QLoRA) or "

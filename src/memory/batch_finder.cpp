@@ -13,6 +13,7 @@
 #include "frugal/models/finetune.h"
 #include "frugal/models/registry.h"
 #include "frugal/optim/optimizer.h"
+#include "frugal/strategy/precision.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
 
@@ -28,6 +29,10 @@ BatchTrial trial(const Config& cfg, const c10::Device& device, int64_t b, int64_
     at::manual_seed(cfg.run.seed);
     auto model = make_model(cfg.model);
     apply_finetuning(*model, cfg.model);  // the run's trainable set: adapters, NF4, frozen
+    const std::string precision = resolve_precision(cfg.strategy.precision, device);
+    if (const auto frozen = frozen_weight_dtype(cfg.model, precision)) {
+      store_frozen_linear_weights(*model, *frozen);  // as the trainer stores them
+    }
     model->to(device);
     StrategyConfig strategy = cfg.strategy;
     strategy.sharding = ShardingConfig{};  // one process

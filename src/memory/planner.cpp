@@ -196,6 +196,11 @@ ModelProfile model_shape(const Config& cfg) {
     }
     p.frozen += p.nf4_values;
     p.frozen_bytes += p.nf4_bytes;
+    for (const auto& [name, layer] : linear_layers(*model)) {
+      if (layer->weight.defined() && !layer->weight.requires_grad())
+        p.frozen_linear += layer->weight.numel();
+    }
+    p.frozen_follows_autocast = cfg.model.frozen_dtype == "auto" && finetuning(cfg.model);
     p.adafactor_state_bytes = adafactor_bytes(trained);
     // optim.beta1 adds a full fp32 first moment.
     if (cfg.optim.beta1 > 0) p.adafactor_state_bytes += 4 * p.params;
@@ -260,8 +265,15 @@ int64_t predict_peak(const ModelProfile& p, const PlanRow& r, int world) {
   const double psi = static_cast<double>(p.params);
   const double unit = static_cast<double>(std::max(p.largest_block, p.root));
   double params = 4 * psi, grads = 4 * psi;
-  // Frozen weights (fp32 parameters, NF4 codes): no gradient, no state.
-  double frozen = static_cast<double>(p.frozen_bytes);
+  // Frozen weights (fp32 parameters, NF4 codes): no gradient, no state. model.frozen_dtype
+  // auto keeps the frozen linear weights in autocast's dtype under a mixed precision.
+  const PrecisionSpec precision = precision_spec(r.precision);
+  const double frozen_saving =
+      p.frozen_follows_autocast && precision.autocast
+          ? static_cast<double>((4 - static_cast<int64_t>(c10::elementSize(precision.dtype))) *
+                                p.frozen_linear)
+          : 0.0;
+  double frozen = static_cast<double>(p.frozen_bytes) - frozen_saving;
   double state = state_bytes(r.optimizer, p);
   const ShardingTraits sharding = sharding_traits(r.sharding);
   if (sharding.shards_optimizer_state) state /= n;
@@ -272,7 +284,7 @@ int64_t predict_peak(const ModelProfile& p, const PlanRow& r, int world) {
     // The shards, plus the root unit and two blocks gathered at once (prefetch 1).
     params = params / n + 4.0 * static_cast<double>(p.root + 2 * p.largest_block);
     // The fp32 frozen ones are sharded and gathered with their unit too (NF4 stays whole).
-    const double frozen_fp32 = 4.0 * static_cast<double>(p.frozen - p.nf4_values);
+    const double frozen_fp32 = 4.0 * static_cast<double>(p.frozen - p.nf4_values) - frozen_saving;
     frozen = static_cast<double>(p.nf4_bytes) + frozen_fp32 / n +
              4.0 * static_cast<double>(p.frozen_root + 2 * p.frozen_largest_block);
   }

@@ -4,6 +4,7 @@
 
 #include "frugal/models/lora.h"
 #include "frugal/models/quantized_base.h"
+#include "frugal/strategy/precision.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
@@ -48,6 +49,32 @@ void apply_finetuning(torch::nn::Module& model, const ModelConfig& cfg) {
     throw Error("model: nothing left to train: model.freeze and model.lora leave no trainable "
                 "parameter");
   }
+}
+
+}  // namespace frugal
+
+namespace frugal {
+
+int64_t store_frozen_linear_weights(torch::nn::Module& model, c10::ScalarType dtype) {
+  torch::NoGradGuard no_grad;
+  int64_t saved = 0;
+  for (auto& [name, layer] : linear_layers(model)) {
+    at::Tensor& w = layer->weight;
+    if (!w.defined() || w.requires_grad() || !w.is_floating_point() || w.scalar_type() == dtype)
+      continue;
+    const int64_t before = static_cast<int64_t>(w.nbytes());
+    w.set_data(w.to(dtype));
+    saved += before - static_cast<int64_t>(w.nbytes());
+  }
+  return saved;
+}
+
+std::optional<c10::ScalarType> frozen_weight_dtype(const ModelConfig& cfg,
+                                                   const std::string& precision) {
+  if (cfg.frozen_dtype != "auto" || !finetuning(cfg)) return std::nullopt;
+  const std::optional<PrecisionSpec> spec = find_precision_spec(precision);
+  if (!spec || !spec->autocast) return std::nullopt;
+  return spec->dtype;
 }
 
 }  // namespace frugal

@@ -27,7 +27,13 @@ at::Tensor linear(const torch::nn::Linear& layer, const at::Tensor& x) {
   // A plain layer has no children: adapters and NF4 bases cost it one empty check. (Casting
   // meta inputs as autocast would: a no-op outside the planner's trace.)
   auto plain = [&] {
-    return at::linear(autocast_meta_input(x), autocast_meta_input(layer->weight),
+    at::Tensor w = layer->weight;
+    // A frozen weight stored in autocast's dtype (store_frozen_linear_weights), used outside
+    // autocast (an fp32 evaluation, generation): computed in the input's dtype.
+    if (w.scalar_type() != x.scalar_type() && !autocast_dtype(x.device().type())) {
+      w = w.to(x.scalar_type());
+    }
+    return at::linear(autocast_meta_input(x), autocast_meta_input(w),
                       bias ? std::optional<at::Tensor>(autocast_meta_input(*bias)) : std::nullopt);
   };
   if (layer->children().empty()) return plain();

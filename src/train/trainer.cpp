@@ -259,6 +259,15 @@ struct Trainer::Impl {
     if (!cfg.model.init_adapter.empty()) {
       log::info(fmt::format("adapters from {}", cfg.model.init_adapter));
     }
+    if (const auto dtype = frozen_weight_dtype(cfg.model, cfg.strategy.precision)) {
+      const int64_t saved = store_frozen_linear_weights(*model, *dtype);
+      if (saved > 0) {
+        log::info(
+            fmt::format("frozen linear weights stored in {} (model.frozen_dtype auto under "
+                        "{}): {:.1f} MiB saved",
+                        c10::toString(*dtype), cfg.strategy.precision, saved / 1048576.0));
+      }
+    }
     model->to(device);
     auto optimizer = make_optimizer(cfg.optim, *model);
     auto schedule = std::make_shared<LrSchedule>(cfg.schedule, cfg.optim.lr, cfg.train.max_steps);

@@ -92,6 +92,10 @@ struct ModelConfig {
   // the frozen base in 4 bits, and a PEFT adapter folder to start the adapters from.
   LoraConfig lora;
   std::vector<std::string> freeze;
+  // How frozen linear weights are stored: auto = in autocast's dtype under a mixed precision
+  // (every use of them is autocast's copy in that dtype anyway: the same numbers in half the
+  // bytes), else as built; fp32 = as built.
+  std::string frozen_dtype = "auto";
   QuantizeConfig quantize_base;
   std::string init_adapter;
 };

@@ -52,6 +52,10 @@ struct ModelProfile {
   // The frozen fp32 parameters' share of the above (NF4 weights not counted).
   int64_t frozen_largest_block = 0;
   int64_t frozen_root = 0;
+  // Frozen linear weights (not NF4), which model.frozen_dtype auto stores in autocast's dtype
+  // under a mixed precision (frozen_follows_autocast).
+  int64_t frozen_linear = 0;
+  bool frozen_follows_autocast = false;
   bool has_blocks = false;     // the model names block lists (checkpointing applies)
   int64_t adafactor_state_bytes = 0;  // Adafactor's moments for these parameters (optim.beta1 counted)
   int64_t measured_batch = 0;  // micro-batch of the traces / measurements

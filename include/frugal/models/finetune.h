@@ -5,6 +5,7 @@
 
 #include <torch/nn/module.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,5 +30,15 @@ QuantizedLayers quantized_layers(const ModelConfig& cfg);
 // Applies model.lora then model.freeze to `model`; a frugal::Error names the key when a
 // setting matches nothing, or when nothing is left to train.
 void apply_finetuning(torch::nn::Module& model, const ModelConfig& cfg);
+
+// Stores the frozen weights of `model`'s linear layers (torch::nn::Linear, used through
+// frugal::linear) in `dtype`: under autocast in that dtype every use of them is the same
+// rounded copy, so the numbers do not change and the base takes half the bytes; outside
+// autocast frugal::linear computes them in the input's dtype. Returns the bytes saved.
+int64_t store_frozen_linear_weights(torch::nn::Module& model, c10::ScalarType dtype);
+// The dtype model.frozen_dtype asks for under `precision` (a strategy.precision name, resolved),
+// none when frozen weights stay as built.
+std::optional<c10::ScalarType> frozen_weight_dtype(const ModelConfig& cfg,
+                                                   const std::string& precision);
 
 }  // namespace frugal
