@@ -11,6 +11,22 @@
 using namespace frugal::test;
 namespace fs = std::filesystem;
 
+namespace test_instruction_ranks {
+
+// Three steps' losses and gradient norms, `b`'s equal to `a`'s within 1e-5.
+void same(const std::vector<nlohmann::json>& a, const std::vector<nlohmann::json>& b) {
+  REQUIRE(a.size() == 3);
+  REQUIRE(b.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(b[i]["loss"].get<double>() == Approx(a[i]["loss"].get<double>()).epsilon(1e-5));
+    CHECK(b[i]["grad_norm"].get<double>() == Approx(a[i]["grad_norm"].get<double>()).epsilon(1e-5));
+  }
+}
+
+}  // namespace test_instruction_ranks
+
+using test_instruction_ranks::same;
+
 TEST_CASE("instruction data under ddp and zero3 at world 2 equals one process",
           "[multiproc][dist][instruction]") {
   TempDir dir("frugal-sft-ranks");
@@ -32,15 +48,6 @@ TEST_CASE("instruction data under ddp and zero3 at world 2 equals one process",
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
     return rows_of(name);
-  };
-  auto same = [](const std::vector<nlohmann::json>& a, const std::vector<nlohmann::json>& b) {
-    REQUIRE(a.size() == 3);
-    REQUIRE(b.size() == 3);
-    for (size_t i = 0; i < 3; ++i) {
-      CHECK(b[i]["loss"].get<double>() == Approx(a[i]["loss"].get<double>()).epsilon(1e-5));
-      CHECK(b[i]["grad_norm"].get<double>() ==
-            Approx(a[i]["grad_norm"].get<double>()).epsilon(1e-5));
-    }
   };
   // Samples: 4 a step in one process, 2 a rank at world 2 (padded to each rank's longest).
   const auto single = one("one", "--set data.micro_batch_size=4");
@@ -90,15 +97,6 @@ TEST_CASE("lora under ddp and zero3 at world 2 equals one process and zero3 shar
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
     return r;
-  };
-  auto same = [](const std::vector<nlohmann::json>& a, const std::vector<nlohmann::json>& b) {
-    REQUIRE(a.size() == 3);
-    REQUIRE(b.size() == 3);
-    for (size_t i = 0; i < 3; ++i) {
-      CHECK(b[i]["loss"].get<double>() == Approx(a[i]["loss"].get<double>()).epsilon(1e-5));
-      CHECK(b[i]["grad_norm"].get<double>() ==
-            Approx(a[i]["grad_norm"].get<double>()).epsilon(1e-5));
-    }
   };
   (void)one("one", "--set data.micro_batch_size=4");
   const auto single = rows_of("one");
