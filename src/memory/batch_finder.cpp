@@ -29,9 +29,10 @@ BatchTrial trial(const Config& cfg, const c10::Device& device, int64_t b, int64_
     at::manual_seed(cfg.run.seed);
     auto model = make_model(cfg.model);
     apply_finetuning(*model, cfg.model);  // the run's trainable set: adapters, NF4, frozen
-    const std::string precision = resolve_precision(cfg.strategy.precision, device);
-    if (const auto frozen = frozen_weight_dtype(cfg.model, precision)) {
-      store_frozen_linear_weights(*model, *frozen);  // as the trainer stores them
+    const PrecisionSpec precision =
+        precision_spec(resolve_precision(cfg.strategy.precision, device));
+    if (precision.autocast && frozen_weights_follow_autocast(cfg.model)) {
+      store_frozen_linear_weights(*model, precision.dtype);  // as the trainer stores them
     }
     model->to(device);
     StrategyConfig strategy = cfg.strategy;

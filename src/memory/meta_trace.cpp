@@ -119,12 +119,12 @@ std::optional<TraceResult> trace_step(const Config& cfg, const TraceSettings& s,
     mc.loss_chunk_tokens = s.loss_chunk_tokens;
     std::shared_ptr<Model> model = make_model(mc);
     apply_finetuning(*model, mc);  // adapters, NF4 weights, frozen parameters: the run's
-    // ...and the frozen linear weights stored as the trainer stores them.
-    if (const auto frozen = frozen_weight_dtype(mc, s.precision)) {
-      store_frozen_linear_weights(*model, *frozen);
-    }
     const PrecisionSpec spec = precision_spec(s.precision);
     const at::ScalarType dtype = spec.autocast ? spec.dtype : at::kFloat;
+    // ...and the frozen linear weights stored as the trainer stores them.
+    if (spec.autocast && frozen_weights_follow_autocast(mc)) {
+      store_frozen_linear_weights(*model, dtype);
+    }
     TraceResult r;
     // The gradients' bytes: trained parameters only (frozen ones and NF4 weights get none).
     int64_t param_bytes = 0;

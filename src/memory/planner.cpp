@@ -200,7 +200,7 @@ ModelProfile model_shape(const Config& cfg) {
       if (layer->weight.defined() && !layer->weight.requires_grad())
         p.frozen_linear += layer->weight.numel();
     }
-    p.frozen_follows_autocast = cfg.model.frozen_dtype == "auto" && finetuning(cfg.model);
+    p.frozen_follows_autocast = frozen_weights_follow_autocast(cfg.model);
     p.adafactor_state_bytes = adafactor_bytes(trained);
     // optim.beta1 adds a full fp32 first moment.
     if (cfg.optim.beta1 > 0) p.adafactor_state_bytes += 4 * p.params;

@@ -4,7 +4,6 @@
 
 #include "frugal/models/lora.h"
 #include "frugal/models/quantized_base.h"
-#include "frugal/strategy/precision.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
@@ -51,10 +50,6 @@ void apply_finetuning(torch::nn::Module& model, const ModelConfig& cfg) {
   }
 }
 
-}  // namespace frugal
-
-namespace frugal {
-
 int64_t store_frozen_linear_weights(torch::nn::Module& model, c10::ScalarType dtype) {
   torch::NoGradGuard no_grad;
   int64_t saved = 0;
@@ -69,12 +64,8 @@ int64_t store_frozen_linear_weights(torch::nn::Module& model, c10::ScalarType dt
   return saved;
 }
 
-std::optional<c10::ScalarType> frozen_weight_dtype(const ModelConfig& cfg,
-                                                   const std::string& precision) {
-  if (cfg.frozen_dtype != "auto" || !finetuning(cfg)) return std::nullopt;
-  const std::optional<PrecisionSpec> spec = find_precision_spec(precision);
-  if (!spec || !spec->autocast) return std::nullopt;
-  return spec->dtype;
+bool frozen_weights_follow_autocast(const ModelConfig& cfg) {
+  return cfg.frozen_dtype == "auto" && finetuning(cfg);
 }
 
 }  // namespace frugal

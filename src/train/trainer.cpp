@@ -26,6 +26,7 @@
 #include "frugal/models/lora.h"
 #include "frugal/models/registry.h"
 #include "frugal/optim/optimizer.h"
+#include "frugal/strategy/precision.h"
 #include "frugal/train/checkpoint_manager.h"
 #include "frugal/train/evaluator.h"
 #include "frugal/train/metrics_recorder.h"
@@ -259,13 +260,14 @@ struct Trainer::Impl {
     if (!cfg.model.init_adapter.empty()) {
       log::info(fmt::format("adapters from {}", cfg.model.init_adapter));
     }
-    if (const auto dtype = frozen_weight_dtype(cfg.model, cfg.strategy.precision)) {
-      const int64_t saved = store_frozen_linear_weights(*model, *dtype);
+    if (const PrecisionSpec spec = precision_spec(cfg.strategy.precision);
+        spec.autocast && frozen_weights_follow_autocast(cfg.model)) {
+      const int64_t saved = store_frozen_linear_weights(*model, spec.dtype);
       if (saved > 0) {
         log::info(
             fmt::format("frozen linear weights stored in {} (model.frozen_dtype auto under "
                         "{}): {:.1f} MiB saved",
-                        c10::toString(*dtype), cfg.strategy.precision, saved / 1048576.0));
+                        c10::toString(spec.dtype), cfg.strategy.precision, saved / 1048576.0));
       }
     }
     model->to(device);

@@ -5,7 +5,6 @@
 
 #include <torch/nn/module.h>
 
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,9 +35,8 @@ void apply_finetuning(torch::nn::Module& model, const ModelConfig& cfg);
 // rounded copy, so the numbers do not change and the base takes half the bytes; outside
 // autocast frugal::linear computes them in the input's dtype. Returns the bytes saved.
 int64_t store_frozen_linear_weights(torch::nn::Module& model, c10::ScalarType dtype);
-// The dtype model.frozen_dtype asks for under `precision` (a strategy.precision name, resolved),
-// none when frozen weights stay as built.
-std::optional<c10::ScalarType> frozen_weight_dtype(const ModelConfig& cfg,
-                                                   const std::string& precision);
+// Whether model.frozen_dtype asks for the frozen linear weights in autocast's dtype (auto,
+// when fine-tuning): the caller stores them so under a precision that autocasts.
+bool frozen_weights_follow_autocast(const ModelConfig& cfg);
 
 }  // namespace frugal
