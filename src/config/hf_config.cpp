@@ -1,29 +1,19 @@
+// config.json to and from frugal's model settings, through the model types' Hugging Face
+// mappings (ModelSpec::hf): the file's model_type picks the type that reads it.
 #include "frugal/config/hf_config.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <nlohmann/json.hpp>
-#include <optional>
 
+#include "frugal/models/model_spec.h"
 #include "frugal/util/error.h"
-#include "util/json_input.h"
+#include "frugal/util/json_input.h"
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 
 namespace frugal::hf {
-namespace {
-
-// The sizes frugal accepts from a config.json (docs/models.md, "Hostile files"): far above any
-// released model (Llama 3.1 405B: hidden_size 16384, 126 layers, 128256 tokens), far below
-// what would make building the model an absurd allocation before its weights are looked at.
-constexpr int64_t kMaxVocab = int64_t{1} << 24;
-constexpr int64_t kMaxWidth = int64_t{1} << 16;
-constexpr int64_t kMaxIntermediate = int64_t{1} << 20;
-constexpr int64_t kMaxLayers = 1024;
-constexpr int64_t kMaxPositions = int64_t{1} << 24;
-
-}  // namespace
 
 ModelConfig read_model_config(const fs::path& dir, ModelConfig m) {
   const fs::path file = dir / "config.json";
@@ -32,143 +22,27 @@ ModelConfig read_model_config(const fs::path& dir, ModelConfig m) {
   const json_input::Node c(doc, file.string());
   c.object();
   const std::string type = c.string_or("model_type", "");
-  if (type != "llama" && type != "mistral" && type != "qwen2") {
-    c.at("model_type").fail(
-        fmt::format("'{}' is not a Llama-family model (llama, mistral, qwen2)", type));
+  const std::optional<FoundSpec> found = find_hf_model_type(type);
+  if (!found || !found->spec.hf.read_config) {
+    c.at("model_type")
+        .fail(fmt::format("'{}' is not a model_type frugal reads ({})", type,
+                          fmt::join(hf_model_types(), ", ")));
   }
-  m.type = "llama";
+  m.type = found->type;
   m.size.clear();
-  m.vocab_size = c.at("vocab_size").integer(1, kMaxVocab);
-  m.n_embd = c.at("hidden_size").integer(1, kMaxWidth);
-  m.intermediate_size = c.at("intermediate_size").integer(1, kMaxIntermediate);
-  m.n_layer = c.at("num_hidden_layers").integer(1, kMaxLayers);
-  m.n_head = c.at("num_attention_heads").integer(1, kMaxWidth);
-  m.n_kv_head = c.integer_or("num_key_value_heads", m.n_head, 1, kMaxWidth);
-  m.block_size = c.integer_or("max_position_embeddings", m.block_size, 1, kMaxPositions);
-  m.rms_norm_eps = c.number_or("rms_norm_eps", 1e-6, 0, 1);
-  m.tie_embeddings = c.boolean_or("tie_word_embeddings", type != "llama" && type != "mistral");
-  m.qkv_bias = type == "qwen2";
-  m.dropout = 0.0;
-  // Relations, in the file's words (validation would name frugal's model.n_head instead).
-  if (m.n_embd % m.n_head != 0) {
-    c.at("num_attention_heads")
-        .fail(fmt::format("{} does not divide hidden_size {}", m.n_head, m.n_embd));
-  }
-  if (m.n_head % m.n_kv_head != 0) {
-    c.at("num_key_value_heads")
-        .fail(fmt::format("{} does not divide num_attention_heads {}", m.n_kv_head, m.n_head));
-  }
-  if ((m.n_embd / m.n_head) % 2 != 0) {
-    c.at("num_attention_heads")
-        .fail(fmt::format("hidden_size {} / {} heads is odd; rotary embeddings need an even "
-                          "head size",
-                          m.n_embd, m.n_head));
-  }
-  if (m.rms_norm_eps <= 0 || m.rms_norm_eps >= 1) {
-    c.at("rms_norm_eps").fail(fmt::format("expected a number between 0 and 1, got {}", m.rms_norm_eps));
-  }
-  if (auto head_dim = c.find("head_dim")) {
-    const int64_t hd = head_dim->integer(1, kMaxWidth);
-    if (hd * m.n_head != m.n_embd) {
-      head_dim->fail(fmt::format("{} x {} heads is not hidden_size {}: frugal's Llama has "
-                                 "head_dim = hidden_size / num_attention_heads",
-                                 hd, m.n_head, m.n_embd));
-    }
-  }
-  if (c.boolean_or("attention_bias", false)) {
-    c.at("attention_bias").fail("true (biases on q, k, v and o) is not supported; Qwen2's q/k/v "
-                                "biases are (model_type qwen2)");
-  }
-  if (c.boolean_or("mlp_bias", false)) c.at("mlp_bias").fail("true is not supported");
-  if (c.boolean_or("use_sliding_window", false)) c.at("use_sliding_window").fail("true is not supported");
-  const std::string act = c.string_or("hidden_act", "silu");
-  if (act != "silu") c.at("hidden_act").fail(fmt::format("'{}' (frugal's Llama uses silu)", act));
-  // transformers 5 writes rope_parameters {rope_theta, rope_type, ...}; 4.x wrote
-  // rope_theta at the top and rope_scaling {rope_type (or type), ...}.
-  std::optional<json_input::Node> rope = c.find("rope_parameters");
-  if (!rope) rope = c.find("rope_scaling");
-  const nlohmann::json empty = nlohmann::json::object();
-  if (!rope) rope = json_input::Node(empty, file.string());
-  rope->object();
-  m.rope_theta = rope->number_or("rope_theta", c.number_or("rope_theta", 10000.0, 0, 1e12), 0, 1e12);
-  if (m.rope_theta <= 0) {
-    (rope->find("rope_theta") ? *rope->find("rope_theta") : c.at("rope_theta"))
-        .fail("expected a positive number, got 0");
-  }
-  const std::string rope_type = rope->string_or("rope_type", rope->string_or("type", "default"));
-  if (rope_type == "default") {
-    m.rope_scaling = "none";
-  } else if (rope_type == "llama3") {
-    m.rope_scaling = "llama3";
-    m.rope_factor = rope->at("factor").number(1, 1e6);
-    m.rope_low_freq_factor = rope->at("low_freq_factor").number(0, 1e6);
-    m.rope_high_freq_factor = rope->at("high_freq_factor").number(0, 1e6);
-    m.rope_original_max_position =
-        rope->at("original_max_position_embeddings").integer(1, kMaxPositions);
-    if (!(m.rope_high_freq_factor > m.rope_low_freq_factor && m.rope_low_freq_factor > 0)) {
-      rope->at("high_freq_factor")
-          .fail(fmt::format("expected more than low_freq_factor {} > 0, got {}",
-                            m.rope_low_freq_factor, m.rope_high_freq_factor));
-    }
-  } else {
-    (rope->find("rope_type") ? *rope->find("rope_type") : rope->at("type"))
-        .fail(fmt::format("'{}' is not supported (default, llama3)", rope_type));
-  }
+  found->spec.hf.read_config(c, type, m);
   return m;
 }
 
 std::string model_config_json(const ModelConfig& m) {
-  json c;
-  if (m.type == "llama") {
-    const bool qwen2 = m.qkv_bias;
-    c["architectures"] = {qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"};
-    c["model_type"] = qwen2 ? "qwen2" : "llama";
-    c["vocab_size"] = m.vocab_size;
-    c["hidden_size"] = m.n_embd;
-    c["intermediate_size"] =
-        m.intermediate_size > 0 ? m.intermediate_size : (8 * m.n_embd / 3 + 255) / 256 * 256;
-    c["num_hidden_layers"] = m.n_layer;
-    c["num_attention_heads"] = m.n_head;
-    c["num_key_value_heads"] = m.n_kv_head > 0 ? m.n_kv_head : m.n_head;
-    c["head_dim"] = m.n_embd / m.n_head;
-    c["max_position_embeddings"] = m.block_size;
-    c["rms_norm_eps"] = m.rms_norm_eps;
-    c["tie_word_embeddings"] = m.tie_embeddings;
-    c["hidden_act"] = "silu";
-    if (!qwen2) {
-      c["attention_bias"] = false;
-      c["mlp_bias"] = false;
-    }
-    json rope = {{"rope_theta", m.rope_theta}, {"rope_type", "default"}};
-    if (m.rope_scaling == "llama3") {
-      rope["rope_type"] = "llama3";
-      rope["factor"] = m.rope_factor;
-      rope["low_freq_factor"] = m.rope_low_freq_factor;
-      rope["high_freq_factor"] = m.rope_high_freq_factor;
-      rope["original_max_position_embeddings"] = m.rope_original_max_position;
-    }
-    c["rope_parameters"] = rope;
-  } else if (m.type == "gpt") {
-    if (!m.bias) {
-      throw Error("export --format hf: GPT2LMHeadModel has biases; this gpt was trained with "
-                  "model.bias false");
-    }
-    c["architectures"] = {"GPT2LMHeadModel"};
-    c["model_type"] = "gpt2";
-    c["vocab_size"] = m.vocab_size;
-    c["n_positions"] = m.block_size;
-    c["n_embd"] = m.n_embd;
-    c["n_layer"] = m.n_layer;
-    c["n_head"] = m.n_head;
-    c["activation_function"] = "gelu_new";  // GELU's tanh approximation, as frugal's GPT
-    c["layer_norm_epsilon"] = 1e-5;
-    c["tie_word_embeddings"] = true;
-    for (const char* key : {"resid_pdrop", "embd_pdrop", "attn_pdrop"}) c[key] = m.dropout;
-  } else {
-    throw Error(fmt::format("export --format hf: model.type {} has no transformers "
-                            "architecture (gpt and llama do)",
-                            m.type));
+  const std::optional<ModelSpec> spec = find_model_spec(m.type);
+  if (!spec || !spec->hf.write_config) {
+    throw Error(
+        fmt::format("export --format hf: model.type {} has no transformers "
+                    "architecture",
+                    m.type));
   }
+  nlohmann::json c = nlohmann::json::parse(spec->hf.write_config(m));
   c["dtype"] = "float32";
   return c.dump(2);
 }

@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "util/json_input.h"
+#include "frugal/util/json_input.h"
 
 namespace frugal::detail {
 

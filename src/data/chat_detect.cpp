@@ -7,7 +7,7 @@
 #include "chat_templates.h"
 #include "frugal/data/chat.h"
 #include "frugal/util/error.h"
-#include "util/json_input.h"
+#include "frugal/util/json_input.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;

@@ -11,7 +11,7 @@
 
 #include "frugal/data/chat.h"
 #include "frugal/util/error.h"
-#include "util/json_input.h"
+#include "frugal/util/json_input.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;

@@ -20,7 +20,7 @@
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
 #include "io/made_folders.h"
-#include "util/json_input.h"
+#include "frugal/util/json_input.h"
 
 namespace frugal {
 

@@ -13,7 +13,7 @@
 
 #include "frugal/util/error.h"
 #include "regex_split.h"
-#include "util/json_input.h"
+#include "frugal/util/json_input.h"
 
 namespace frugal::detail {
 namespace {

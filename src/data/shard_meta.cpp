@@ -9,7 +9,7 @@
 #include "frugal/io/atomic_file.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
-#include "util/json_input.h"
+#include "frugal/util/json_input.h"
 
 namespace fs = std::filesystem;
 

@@ -24,7 +24,7 @@
 #include "regex_split.h"
 #include "sentencepiece_tokenizer.h"
 #include "unicode_normalize.h"
-#include "util/json_input.h"
+#include "frugal/util/json_input.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;

@@ -10,9 +10,10 @@
 
 #include "frugal/io/atomic_file.h"
 #include "frugal/io/safetensors.h"
+#include "frugal/models/model_spec.h"
 #include "frugal/util/error.h"
 #include "checked_weights.h"
-#include "util/json_input.h"
+#include "frugal/util/json_input.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -132,44 +133,15 @@ std::unique_ptr<SavedState> weights_state(torch::nn::Module& model, const fs::pa
 }
 
 io::NamedTensors to_transformers(const ModelConfig& model, const io::NamedTensors& tensors) {
-  io::NamedTensors out;
-  if (model.type == "llama") {
-    for (const auto& [name, t] : tensors) {
-      out.emplace_back(name == "lm_head.weight" ? name : "model." + name, t);
-    }
-    return out;
-  }
-  if (model.type != "gpt") {
+  const std::optional<ModelSpec> spec = find_model_spec(model.type);
+  if (!spec || !spec->hf.tensor_name) {
     throw Error(fmt::format("export --format hf: model.type {} has no transformers layout",
                             model.type));
   }
-  // GPT-2's Conv1D stores (in, out): frugal's Linear weights, (out, in), transposed.
-  const std::vector<std::pair<std::string, std::string>> parts = {
-      {"ln1.", "ln_1."}, {"ln2.", "ln_2."}, {"attn.qkv.", "attn.c_attn."},
-      {"attn.proj.", "attn.c_proj."}, {"mlp.fc.", "mlp.c_fc."}, {"mlp.proj.", "mlp.c_proj."}};
+  io::NamedTensors out;
   for (const auto& [name, t] : tensors) {
-    if (name == "tok_emb.weight") {
-      out.emplace_back("transformer.wte.weight", t);
-    } else if (name == "pos_emb.weight") {
-      out.emplace_back("transformer.wpe.weight", t);
-    } else if (name.rfind("ln_f.", 0) == 0) {
-      out.emplace_back("transformer." + name, t);
-    } else if (name.rfind("blocks.", 0) == 0) {
-      const size_t dot = name.find('.', 7);
-      const std::string layer = name.substr(7, dot - 7), rest = name.substr(dot + 1);
-      bool mapped = false;
-      for (const auto& [from, to] : parts) {
-        if (rest.rfind(from, 0) != 0) continue;
-        const std::string suffix = rest.substr(from.size());
-        const bool conv = to.find("ln_") != 0 && suffix == "weight";
-        out.emplace_back("transformer.h." + layer + "." + to + suffix,
-                         conv ? t.t().contiguous() : t);
-        mapped = true;
-      }
-      if (!mapped) throw Error("export --format hf: no GPT-2 name for '" + name + "'");
-    } else {
-      throw Error("export --format hf: no GPT-2 name for '" + name + "'");
-    }
+    const HfTensorName hf = spec->hf.tensor_name(model, name);
+    out.emplace_back(hf.name, hf.transposed ? t.t().contiguous() : t);
   }
   return out;
 }

@@ -18,8 +18,9 @@
 #include "frugal/io/safetensors.h"
 #include "frugal/models/finetune.h"
 #include "frugal/models/lora.h"
+#include "frugal/models/model_spec.h"
 #include "frugal/util/error.h"
-#include "util/json_input.h"
+#include "frugal/util/json_input.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -39,11 +40,18 @@ std::string peft_strip(const std::string& s, const std::string& tail) {
   return s.substr(0, s.size() - tail.size());
 }
 
+// transformers' name of one of the model's tensors, by its type's Hugging Face mapping
+// (peft_check_layout has checked that there is one).
+HfTensorName peft_hf_name(const ModelConfig& model, const std::string& name) {
+  const std::optional<ModelSpec> spec = find_model_spec(model.type);
+  if (!spec || !spec->hf.tensor_name)
+    throw Error(fmt::format("model.type {} has no transformers layout", model.type));
+  return spec->hf.tensor_name(model, name);
+}
+
 // transformers' name of a frugal module (a layer), through its weight's name.
 std::string peft_module_name(const ModelConfig& model, const std::string& layer) {
-  // A placeholder of two dimensions: GPT-2's Conv1D weights are transposed on the way.
-  const io::NamedTensors one = to_transformers(model, {{layer + ".weight", at::zeros({1, 1})}});
-  return peft_strip(one.front().first, ".weight");
+  return peft_strip(peft_hf_name(model, layer + ".weight").name, ".weight");
 }
 
 std::string peft_last_part(const std::string& name) {
@@ -52,9 +60,10 @@ std::string peft_last_part(const std::string& name) {
 }
 
 void peft_check_layout(const ModelConfig& model, const std::string& what) {
-  if (model.type != "llama" && model.type != "gpt") {
+  const std::optional<ModelSpec> spec = find_model_spec(model.type);
+  if (!spec || !spec->hf.tensor_name) {
     throw Error(fmt::format("{}: model.type {} has no transformers layout (PEFT adapters are "
-                            "for llama and gpt models)",
+                            "for types with a Hugging Face mapping, such as llama and gpt)",
                             what, model.type));
   }
 }
@@ -171,8 +180,7 @@ PeftAdapterConfig peft_read_config(const ModelConfig& model, const fs::path& dir
 }  // namespace
 
 std::string peft_name(const ModelConfig& model, const std::string& name) {
-  const io::NamedTensors one = to_transformers(model, {{name, at::zeros({1, 1})}});
-  return kPeftPrefix + one.front().first;
+  return kPeftPrefix + peft_hf_name(model, name).name;
 }
 
 void write_adapter_folder(const fs::path& out, const ModelConfig& model,
@@ -210,6 +218,8 @@ void write_adapter_folder(const fs::path& out, const ModelConfig& model,
     const std::string full = peft_module_name(model, layer);
     modules.insert(short_names ? peft_last_part(full) : full);
   }
+  // GPT-2's Conv1D layers store (in, out) weights: the adapters follow the base's layout.
+  const bool fan_in_fan_out = peft_hf_name(model, layers.front() + ".weight").transposed;
   const json alpha = model.lora.alpha == std::floor(model.lora.alpha) && std::abs(model.lora.alpha) < 1e15
                          ? json(static_cast<int64_t>(model.lora.alpha))
                          : json(model.lora.alpha);
@@ -219,8 +229,7 @@ void write_adapter_folder(const fs::path& out, const ModelConfig& model,
       {"base_model_name_or_path", model.init_from.empty() ? json(nullptr) : json(model.init_from)},
       {"bias", "none"},
       {"exclude_modules", nullptr},
-      // GPT-2's Conv1D layers store (in, out) weights.
-      {"fan_in_fan_out", model.type == "gpt"},
+      {"fan_in_fan_out", fan_in_fan_out},
       {"inference_mode", true},
       {"init_lora_weights", true},
       {"layers_pattern", nullptr},

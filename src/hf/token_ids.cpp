@@ -7,7 +7,7 @@
 #include "frugal/data/tokenizer.h"
 #include "frugal/hf/folder.h"
 #include "frugal/util/error.h"
-#include "util/json_input.h"
+#include "frugal/util/json_input.h"
 
 namespace frugal::hf {
 namespace fs = std::filesystem;

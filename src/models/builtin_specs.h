@@ -11,9 +11,13 @@ ModelSpec llama_spec();
 ModelSpec mlp_spec();
 ModelSpec convnet_spec();
 
-// What the two transformers share: their size keys, and the checks on them (sizes >= 1, heads
-// dividing the width, the kernels, a context that holds data.seq_len).
-std::vector<std::string> transformer_keys();
+// The transformers' Hugging Face mappings (llama_hf.cpp, gpt_hf.cpp).
+HfMapping llama_hf();
+HfMapping gpt_hf();
+
+// What the two transformers share: their size keys with their ranges (sizes >= 1, the kernels),
+// and the checks between them (heads dividing the width, a context that holds data.seq_len).
+std::vector<ModelKey> transformer_keys();
 void check_transformer(const ModelConfig& m, const DataConfig& data, const ConfigCheck& c);
 
 }  // namespace frugal::models_detail

@@ -27,6 +27,7 @@ ModelSpec gpt_spec() {
   s.keys.insert(s.keys.end(), {"dropout", "bias"});
   s.check = check_transformer;
   s.inputs = ModelSpec::Inputs::tokens;
+  s.hf = gpt_hf();
   s.presets = {
       //     name       n_layer n_head n_embd block_size vocab_size
       preset("gpt-tiny", 2, 2, 32, 32, 256),

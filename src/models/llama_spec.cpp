@@ -12,7 +12,6 @@ namespace {
 
 void check_llama(const ModelConfig& m, const DataConfig& data, const ConfigCheck& c) {
   check_transformer(m, data, c);
-  c.at_least<int64_t>(m.n_kv_head, 0, "model.n_kv_head");
   const int64_t kv = m.n_kv_head == 0 ? m.n_head : m.n_kv_head;
   c.require(kv > 0 && m.n_head % kv == 0, "model.n_kv_head",
             fmt::format("must divide model.n_head ({} query heads do not share {} key/value "
@@ -23,10 +22,6 @@ void check_llama(const ModelConfig& m, const DataConfig& data, const ConfigCheck
             fmt::format("n_embd / n_head must be even for rotary embeddings (it is {})",
                         m.n_embd / std::max<int64_t>(1, m.n_head)),
             "model.n_head");
-  c.at_least<int64_t>(m.intermediate_size, 0, "model.intermediate_size");
-  c.require(m.rope_theta > 0 && std::isfinite(m.rope_theta), "model.rope_theta",
-            fmt::format("must be a positive number, got {}", m.rope_theta));
-  c.one_of(m.rope_scaling, {"none", "llama3"}, "model.rope_scaling");
   if (m.rope_scaling == "llama3") {
     c.require(m.rope_factor >= 1.0, "model.rope_factor",
               fmt::format("must be >= 1, got {}", m.rope_factor));
@@ -37,8 +32,6 @@ void check_llama(const ModelConfig& m, const DataConfig& data, const ConfigCheck
               "model.rope_low_freq_factor");
     c.at_least<int64_t>(m.rope_original_max_position, 1, "model.rope_original_max_position");
   }
-  c.require(m.rms_norm_eps > 0 && m.rms_norm_eps < 1, "model.rms_norm_eps",
-            fmt::format("must be in (0, 1), got {}", m.rms_norm_eps));
   c.require(m.dropout == 0.0, "model.dropout",
             fmt::format("llama has no dropout (got {}); use model.dropout: 0", m.dropout));
 }
@@ -89,11 +82,18 @@ ModelSpec llama_spec() {
   s.build = [](const ModelConfig& c) { return std::make_shared<Llama>(LlamaOptions::from(c)); };
   s.keys = transformer_keys();
   s.keys.insert(s.keys.end(),
-                {"init_from", "n_kv_head", "intermediate_size", "rope_theta", "rope_scaling",
+                {"init_from",
+                 {"n_kv_head", KeyRule::at_least(0)},  // 0: as many as n_head
+                 {"intermediate_size", KeyRule::at_least(0)},  // 0: from n_embd
+                 {"rope_theta", KeyRule::greater_than(0)},
+                 {"rope_scaling", KeyRule::one_of({"none", "llama3"})},
                  "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
-                 "rope_original_max_position", "rms_norm_eps", "tie_embeddings", "qkv_bias"});
+                 "rope_original_max_position",
+                 {"rms_norm_eps", KeyRule::open_unit_interval()},
+                 "tie_embeddings", "qkv_bias"});
   s.check = check_llama;
   s.inputs = ModelSpec::Inputs::tokens;
+  s.hf = llama_hf();
   s.position_ids = true;
   s.presets = {
       //      name            vocab  hidden  inter  layers heads kv  context  theta  tied

@@ -9,12 +9,8 @@ ModelSpec mlp_spec() {
   s.build = [](const ModelConfig& c) {
     return std::make_shared<Mlp>(c.in_features, c.hidden, c.out_features);
   };
-  s.keys = {"in_features", "hidden", "out_features"};
-  s.check = [](const ModelConfig& m, const DataConfig&, const ConfigCheck& c) {
-    c.at_least<int64_t>(m.in_features, 1, "model.in_features");
-    for (int64_t h : m.hidden) c.at_least<int64_t>(h, 1, "model.hidden");
-    c.at_least<int64_t>(m.out_features, 1, "model.out_features");
-  };
+  const KeyRule size = KeyRule::at_least(1);
+  s.keys = {{"in_features", size}, {"hidden", size}, {"out_features", size}};
   s.inputs = ModelSpec::Inputs::features;
   s.classes = [](const ModelConfig& m) { return m.out_features; };
   return s;

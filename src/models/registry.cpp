@@ -26,7 +26,13 @@ NamedRegistry<ModelSpec>& registry() {
 }  // namespace
 
 bool ModelSpec::reads_key(const std::string& key) const {
-  return keys.empty() || std::find(keys.begin(), keys.end(), key) != keys.end();
+  return keys.empty() || key_rule(key) != nullptr;
+}
+
+const KeyRule* ModelSpec::key_rule(const std::string& key) const {
+  for (const ModelKey& k : keys)
+    if (k.name == key) return &k.rule;
+  return nullptr;
 }
 
 bool ModelSpec::chunked_loss() const { return !keys.empty() && reads_key("loss_chunk_tokens"); }
@@ -65,6 +71,25 @@ std::vector<std::string> model_preset_names(const std::string& type) {
     for (const ModelPreset& p : registry().get(t).presets) names.push_back(p.name);
   }
   return names;
+}
+
+std::optional<FoundSpec> find_hf_model_type(const std::string& hf_model_type) {
+  for (const std::string& type : registry().names()) {
+    const ModelSpec& spec = registry().get(type);
+    const auto& read = spec.hf.model_types;
+    if (std::find(read.begin(), read.end(), hf_model_type) != read.end())
+      return FoundSpec{type, spec};
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> hf_model_types() {
+  std::vector<std::string> out;
+  for (const std::string& type : registry().names()) {
+    const auto& read = registry().get(type).hf.model_types;
+    out.insert(out.end(), read.begin(), read.end());
+  }
+  return out;
 }
 
 std::shared_ptr<Model> make_model(const ModelConfig& cfg) {

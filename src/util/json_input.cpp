@@ -1,4 +1,4 @@
-#include "util/json_input.h"
+#include "frugal/util/json_input.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>

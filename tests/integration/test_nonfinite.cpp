@@ -184,5 +184,5 @@ TEST_CASE("no checkpoint is written from non-finite parameters, the previous one
   auto r = test::frugal("train --set optim.lr=1e300 --set run.dir=" +
                         test::quote(dir.path().string()));
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.err, Catch::Contains("optim.lr") && Catch::Contains("must be <= 1e6, got 1e+300"));
+  CHECK_THAT(r.err, Catch::Contains("optim.lr") && Catch::Contains("must be <= 1e+06, got 1e+300"));
 }

@@ -163,16 +163,18 @@ TEST_CASE("a registered optimizer and schedule train from YAML like the built-in
 TEST_CASE("a model type registered with a spec is validated and fed like a built-in one",
           "[integration][models]") {
   test::TempDir runs("frugal-registered-model");
-  // "wide-mlp" is the mlp classifier under another name, with one check of its own: its hidden
-  // layers must be at least as wide as its input.
+  // "wide-mlp" is the mlp classifier under another name, with one check of its own (its hidden
+  // layers must be at least as wide as its input) and a rule of its own on one key.
   ModelSpec spec = *find_model_spec("mlp");
   const auto mlp_check = spec.check;
   spec.check = [mlp_check](const ModelConfig& m, const DataConfig& d, const ConfigCheck& c) {
-    mlp_check(m, d, c);
+    if (mlp_check) mlp_check(m, d, c);
     for (int64_t h : m.hidden)
       c.require(h >= m.in_features, "model.hidden",
                 fmt::format("each layer must be at least in_features ({}) wide", m.in_features));
   };
+  for (ModelKey& key : spec.keys)
+    if (key.name == "out_features") key.rule = KeyRule::at_least(2);
   register_model("wide-mlp", spec);
   CHECK_THROWS_WITH(register_model("wide-mlp", spec), Catch::Contains("wide-mlp"));
 
@@ -191,8 +193,14 @@ train: {{max_steps: 3, log_every: 1, checkpoint_every: 0, progress: none}}
                  "model: {type: wide-mlp, in_features: 8,\n  hidden: [4], out_features: 3}\n"),
              Catch::Contains("c.yaml:2") && Catch::Contains("model.hidden") &&
                  Catch::Contains("at least in_features (8) wide"));
+  // Its key's rule replaces the mlp's: one output is too few for it, and fine for the mlp.
   CHECK_THAT(
-      validation_error("model: {type: wide-mlp, in_features: 8, hidden: [8], out_features: 0}\n"),
+      validation_error("model: {type: wide-mlp, in_features: 8, hidden: [8], out_features: 1}\n"),
+      Catch::Contains("c.yaml:1:") && Catch::Contains("model.out_features: must be >= 2, got 1"));
+  CHECK(validation_error("model: {type: mlp, in_features: 8, hidden: [8], out_features: 1}\n") ==
+        "");
+  CHECK_THAT(
+      validation_error("model: {type: mlp, in_features: 8, hidden: [8], out_features: 0}\n"),
       Catch::Contains("model.out_features: must be >= 1, got 0"));
   // The language-model keys it does not read stay out of the resolved config.
   const Config cfg = config_of("wide-mlp");

@@ -8,16 +8,17 @@
 
 namespace frugal::hf {
 
-// config.json's architecture as a llama ModelConfig (model_type llama, mistral or qwen2; the
-// sizes, grouped-query heads, rotary base and scaling, RMSNorm epsilon, tied embeddings,
-// Qwen2's q/k/v biases). What frugal's Llama cannot express (a head_dim other than
-// hidden / heads, MLP or output biases, another rope_type, sliding windows) is a frugal::Error
-// naming the file and the key. Fields of `base` that config.json does not set are kept.
+// config.json's architecture as the ModelConfig of the model type that reads its model_type
+// (ModelSpec::hf; built in: llama reads llama, mistral and qwen2). What the type cannot express
+// (for llama: a head_dim other than hidden / heads, MLP or output biases, another rope_type,
+// sliding windows) is a frugal::Error naming the file and the key. Fields of `base` that
+// config.json does not set are kept.
 ModelConfig read_model_config(const std::filesystem::path& dir, ModelConfig base = {});
 
-// The config.json transformers reads for a model of these settings: LlamaForCausalLM (or
-// Qwen2ForCausalLM with q/k/v biases) for llama, GPT2LMHeadModel for gpt. Settings it cannot
-// express (a gpt without biases) are a frugal::Error.
+// The config.json transformers reads for a model of these settings, as its type's mapping
+// writes it: LlamaForCausalLM (or Qwen2ForCausalLM with q/k/v biases) for llama,
+// GPT2LMHeadModel for gpt. A type without one, or settings it cannot express (a gpt without
+// biases), are a frugal::Error.
 std::string model_config_json(const ModelConfig& model);
 
 }  // namespace frugal::hf

@@ -58,9 +58,10 @@ void load_weights_quantized(torch::nn::Module& model, const std::filesystem::pat
 // reads only what it keeps.
 std::unique_ptr<SavedState> weights_state(torch::nn::Module& model, const std::filesystem::path& dir);
 
-// transformers' names and layouts for a model's tensors (frugal names in): llama adds
-// "model." (lm_head.weight stays); gpt maps to GPT2LMHeadModel's ("transformer.h.0.attn.c_attn",
-// its Conv1D weights transposed, the tied output left out).
+// transformers' names and layouts for a model's tensors (frugal names in), by the type's
+// Hugging Face mapping (ModelSpec::hf): llama adds "model." (lm_head.weight stays); gpt maps to
+// GPT2LMHeadModel's ("transformer.h.0.attn.c_attn", its Conv1D weights transposed). A type
+// without a mapping is a frugal::Error.
 io::NamedTensors to_transformers(const ModelConfig& model, const io::NamedTensors& tensors);
 
 // bos_token_id and eos_token_id as JSON values (a number, or a list as Llama 3.1's), empty
