@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "support/cli.h"
+#include "support/model_configs.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -54,10 +55,9 @@ std::string without_sanitizer_notes(const std::string& err) {
 // tiny.yaml, the 2-step run it trained (runs/tiny, one checkpoint at step 2) and that run
 // exported for transformers (hf/: config.json and model.safetensors). A tiny Llama, so that
 // the checkpoint is a few KiB and the export is a folder `model.init_from` takes.
-const char* const kTrainedConfig =
+const std::string kTrainedConfig =
     "run: {name: tiny, dir: runs, seed: 1}\n"
-    "model: {type: llama, n_layer: 1, n_head: 2, n_embd: 8, intermediate_size: 16, "
-    "block_size: 8, vocab_size: 32}\n"
+    "model: " + test::transformer_yaml("llama", 1, 2, 8, 8, 32, "intermediate_size: 16") + "\n"
     "data: {type: synthetic, micro_batch_size: 2, synthetic_samples: 16, num_workers: 0}\n"
     "optim: {type: adamw, lr: 0.01}\n"
     "train: {max_steps: 2, log_every: 1, eval_batches: 0, progress: none}\n";

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "frugal/config/load.h"
-#include "unit/test_config_support.h"
+#include "support/config_files.h"
 
 using frugal::load_config;
 using frugal::load_config_string;

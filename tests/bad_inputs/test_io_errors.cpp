@@ -11,7 +11,7 @@
 #include "frugal/io/safetensors.h"
 #include "frugal/io/tensor_io.h"
 #include "frugal/util/error.h"
-#include "unit/test_io_support.h"
+#include "support/io_files.h"
 
 using frugal::io::NamedTensors;
 using frugal::io::test::bit_equal;

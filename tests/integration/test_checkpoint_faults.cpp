@@ -22,6 +22,7 @@
 #include "support/cli.h"
 #include "support/checkpoint_files.h"
 #include "support/helpers.h"
+#include "support/model_configs.h"
 #include "support/skip.h"
 
 namespace fs = std::filesystem;
@@ -37,15 +38,15 @@ constexpr int kFaultExit = 86;
 // A small GPT with dropout, shuffled data from loader threads and AdamW: everything a resume
 // must restore exactly.
 const std::string kSingle =
-    "--set model.n_layer=2 --set model.n_embd=32 --set model.n_head=2 --set model.block_size=16"
-    " --set model.vocab_size=64 --set model.dropout=0.1 --set data.type=synthetic"
+    test::transformer_sets("gpt", 2, 2, 32, 16, 64) +
+    " --set model.dropout=0.1 --set data.type=synthetic"
     " --set data.synthetic_samples=256 --set data.micro_batch_size=4 --set data.num_workers=2"
     " --set optim.type=adamw --set train.checkpoint_every=2 --set train.eval_batches=0"
     " --set train.progress=none --set generate.tokens=0";
 
 const std::string kZero3 =
-    "--set model.n_layer=2 --set model.n_embd=32 --set model.n_head=2 --set model.block_size=16"
-    " --set model.vocab_size=64 --set data.type=synthetic --set data.synthetic_samples=256"
+    test::transformer_sets("gpt", 2, 2, 32, 16, 64) +
+    " --set data.type=synthetic --set data.synthetic_samples=256"
     " --set data.micro_batch_size=2 --set data.num_workers=0 --set optim.type=adamw"
     " --set strategy.sharding.mode=zero3 --set distributed.timeout_s=30"
     " --set train.checkpoint_every=2 --set train.eval_batches=0 --set train.progress=none"

@@ -23,6 +23,7 @@
 #include "support/cli.h"
 #include "support/checkpoint_files.h"
 #include "support/helpers.h"
+#include "support/model_configs.h"
 #include "support/skip.h"
 
 namespace fs = std::filesystem;
@@ -144,8 +145,8 @@ TEST_CASE("killed at random moments and resumed, a run ends bit-identical to an 
   // Dropout, shuffled data from worker threads, AdamW, a checkpoint every other step.
   const CrashCase single{
       "",
-      "--set model.n_layer=2 --set model.n_embd=32 --set model.n_head=2 --set model.block_size=16"
-      " --set model.vocab_size=64 --set model.dropout=0.1 --set data.type=synthetic"
+      test::transformer_sets("gpt", 2, 2, 32, 16, 64) +
+          " --set model.dropout=0.1 --set data.type=synthetic"
       " --set data.synthetic_samples=256 --set data.micro_batch_size=4 --set data.num_workers=2"
       " --set optim.type=adamw --set train.max_steps=30 --set train.checkpoint_every=2"
       " --set train.keep_last=2 --set train.eval_batches=0 --set train.progress=none"
@@ -161,8 +162,8 @@ TEST_CASE("world 2 under frugal launch with zero3: killed and resumed, bit-ident
   test::TempDir dir("frugal-crash-zero3");
   const CrashCase zero3{
       "launch --nproc-per-node 2 --master-port 0",
-      "--set model.n_layer=2 --set model.n_embd=32 --set model.n_head=2 --set model.block_size=16"
-      " --set model.vocab_size=64 --set data.type=synthetic --set data.synthetic_samples=256"
+      test::transformer_sets("gpt", 2, 2, 32, 16, 64) +
+          " --set data.type=synthetic --set data.synthetic_samples=256"
       " --set data.micro_batch_size=2 --set data.num_workers=0 --set optim.type=adamw"
       " --set strategy.sharding.mode=zero3 --set distributed.timeout_s=30"
       " --set train.max_steps=16 --set train.checkpoint_every=2 --set train.keep_last=2"
@@ -188,9 +189,9 @@ TEST_CASE("on CUDA: killed at random moments and resumed, a run ends where an un
   const CrashCase cuda{
       "",
       "--set run.device=cuda --set strategy.precision=bf16-mixed"
-      " --set strategy.checkpointing=full --set model.n_layer=2 --set model.n_embd=32"
-      " --set model.n_head=2 --set model.block_size=16 --set model.vocab_size=64"
-      " --set model.dropout=0.1 --set data.type=synthetic --set data.synthetic_samples=256"
+      " --set strategy.checkpointing=full " +
+          test::transformer_sets("gpt", 2, 2, 32, 16, 64) +
+          " --set model.dropout=0.1 --set data.type=synthetic --set data.synthetic_samples=256"
       " --set data.micro_batch_size=4 --set data.num_workers=2 --set optim.type=adamw"
       " --set train.max_steps=30 --set train.checkpoint_every=2 --set train.keep_last=2"
       " --set train.eval_batches=0 --set train.progress=none --set generate.tokens=0",

@@ -22,6 +22,7 @@
 #include "frugal/strategy/grad_scaler.h"
 #include "frugal/train/trainer.h"
 #include "support/helpers.h"
+#include "support/model_configs.h"
 #include "support/skip.h"
 
 using namespace frugal;
@@ -200,7 +201,7 @@ TEST_CASE("frugal train on CUDA: bf16 + checkpointing, CUDA memory in metrics, e
   auto config = [&](const std::string& name, int64_t steps) {
     Config cfg = load_config_string(R"(
 run: {dir: ., device: cuda, seed: 3}
-model: {type: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32, vocab_size: 64, dropout: 0.1}
+model: )" + test::transformer_yaml("gpt", 2, 2, 32, 32, 64, "dropout: 0.1") + R"(
 data: {type: synthetic, micro_batch_size: 8, synthetic_samples: 256, num_workers: 0}
 strategy: {precision: bf16-mixed, checkpointing: {policy: full}}
 train: {log_every: 1, eval_batches: 0, progress: none, checkpoint_every: 3}

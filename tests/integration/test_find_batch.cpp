@@ -10,13 +10,14 @@
 #include "frugal/memory/batch_finder.h"
 #include "frugal/memory/cpu_tracking.h"
 #include "support/cli.h"
+#include "support/model_configs.h"
 
 using namespace frugal;
 
 namespace {
 
-const char* kConfig =
-    "model: {type: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32, vocab_size: 64}\n"
+const std::string kConfig =
+    "model: " + test::transformer_yaml("gpt", 2, 2, 32, 32, 64) + "\n"
     "data: {type: synthetic, micro_batch_size: 4, synthetic_samples: 256, num_workers: 0}\n"
     "strategy: {accumulation: 2}\n"
     "run: {device: cpu}\n";

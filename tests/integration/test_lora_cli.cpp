@@ -8,6 +8,7 @@
 
 #include "frugal/io/checkpoint.h"
 #include "support/cli.h"
+#include "support/model_configs.h"
 
 namespace fs = std::filesystem;
 
@@ -36,8 +37,8 @@ TEST_CASE("lora from a Hugging Face folder: adapters-only checkpoints, exact res
   frugal::test::write_text(
       dir / "base.yaml",
       "run: {name: base, dir: '" + runs + "', seed: 1}\n"
-      "model: {type: llama, vocab_size: 64, block_size: 16, n_layer: 2, n_head: 2, n_embd: 16, "
-      "intermediate_size: 32}\n"
+      "model: " +
+          frugal::test::transformer_yaml("llama", 2, 2, 16, 16, 64, "intermediate_size: 32") + "\n"
       "data: {micro_batch_size: 2, synthetic_samples: 64}\n"
       "train: {max_steps: 1, progress: none}\n");
   REQUIRE(frugal("train " + quote((dir / "base.yaml").string())).exit_code == 0);

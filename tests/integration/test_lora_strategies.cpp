@@ -225,18 +225,20 @@ TEST_CASE("lora under bf16-mixed: the frozen base stored in bf16 trains exactly 
   // takes half the bytes. The final samples (generate.tokens) run them outside training too.
   test::TempDir runs("frugal-frozen-dtype");
   auto run = [&](const std::string& frozen_dtype) {
+    const std::string model = test::transformer_yaml(
+        "llama", 2, 4, 64, 32, 96,
+        "intermediate_size: 128, tie_embeddings: false, "
+        "lora: {rank: 4, alpha: 8, targets: all-linear}, frozen_dtype: " + frozen_dtype);
     const Config cfg = load_config_string(fmt::format(R"(
 run: {{name: {0}, dir: '{1}', seed: 4}}
-model: {{type: llama, n_layer: 2, n_head: 4, n_embd: 64, intermediate_size: 128,
-        vocab_size: 96, block_size: 32, dropout: 0, tie_embeddings: false,
-        lora: {{rank: 4, alpha: 8, targets: all-linear}}, frozen_dtype: {0}}}
+model: {2}
 data: {{type: synthetic, micro_batch_size: 4, synthetic_samples: 64}}
 strategy: {{precision: bf16-mixed}}
 optim: {{lr: 0.01}}
 train: {{max_steps: 3, log_every: 1, checkpoint_every: 0, progress: none, eval_batches: 0}}
 generate: {{tokens: 4}}
 )",
-                                                      frozen_dtype, runs.path().string()),
+                                                      frozen_dtype, runs.path().string(), model),
                                           "frozen.yaml");
     const TrainResult r = Trainer(cfg).run();
     REQUIRE(r.steps == 3);

@@ -14,6 +14,7 @@
 
 #include "support/checkpoint_files.h"
 #include "support/cli.h"
+#include "support/model_configs.h"
 #include "support/weights.h"
 
 namespace fs = std::filesystem;
@@ -35,8 +36,7 @@ std::vector<double> lowbit_losses(const fs::path& run) {
 
 std::string lowbit_yaml(const fs::path& dir, const std::string& optim) {
   return "run: {dir: '" + dir.string() + "', seed: 4}\n"
-         "model: {type: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 16, "
-         "vocab_size: 64, dropout: 0.1}\n"
+         "model: " + test::transformer_yaml("gpt", 2, 2, 32, 16, 64, "dropout: 0.1") + "\n"
          "data: {type: synthetic, micro_batch_size: 8, synthetic_samples: 256, num_workers: 0}\n"
          "optim: " + optim + "\n"
          "train: {max_steps: 12, log_every: 1, eval_batches: 0, progress: none, "

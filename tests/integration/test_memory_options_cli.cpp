@@ -10,6 +10,7 @@
 
 #include "frugal/io/safetensors.h"
 #include "support/helpers.h"
+#include "support/model_configs.h"
 
 using namespace frugal;
 
@@ -32,8 +33,7 @@ TEST_CASE("optim.in_backward and model.loss_chunk_tokens from YAML train as the 
   test::TempDir dir("frugal-memory-options");
   const auto cfg = dir / "gpt.yaml";
   test::write_text(cfg, "run: {dir: '" + dir.path().string() + "', seed: 5}\n"
-                        "model: {type: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32, "
-                        "vocab_size: 256, dropout: 0.0}\n"
+                        "model: " + test::transformer_yaml("gpt", 2, 2, 32, 32, 256) + "\n"
                         "data: {type: synthetic, micro_batch_size: 4, synthetic_samples: 128, "
                         "num_workers: 0}\n"
                         "optim: {type: adamw, lr: 0.003, weight_decay: 0.1}\n"

@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "support/model_configs.h"
 #include "support/weights.h"
 
 using namespace frugal::test;
@@ -14,8 +15,7 @@ TEST_CASE("frugal train with an offloaded optimizer equals the plain run, resume
   TempDir dir;
   const auto cfg = dir / "o.yaml";
   write_text(cfg, "run: {dir: '" + dir.path().string() + "', seed: 2}\n"
-                  "model: {type: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 16, "
-                  "vocab_size: 64, dropout: 0.1}\n"
+                  "model: " + transformer_yaml("gpt", 2, 2, 32, 16, 64, "dropout: 0.1") + "\n"
                   "data: {type: synthetic, micro_batch_size: 4, synthetic_samples: 128, num_workers: 0}\n"
                   "optim: {type: adamw, lr: 0.003, weight_decay: 0.1, clip_grad_norm: 0.5}\n"
                   "train: {max_steps: 6, log_every: 1, eval_batches: 0, progress: none, "

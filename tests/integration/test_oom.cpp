@@ -5,6 +5,7 @@
 
 #include "frugal/memory/oom_advice.h"
 #include "support/cli.h"
+#include "support/model_configs.h"
 
 using namespace frugal;
 
@@ -13,7 +14,7 @@ TEST_CASE("out of memory in a step: summary, advice, and the checkpoint kept",
   test::TempDir dir;
   const auto cfg = dir / "oom.yaml";
   test::write_text(cfg, "run: {dir: '" + dir.path().string() + "', name: r}\n"
-                        "model: {type: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32, vocab_size: 64}\n"
+                        "model: " + test::transformer_yaml("gpt", 2, 2, 32, 32, 64) + "\n"
                         "data: {type: synthetic, micro_batch_size: 8, synthetic_samples: 256, num_workers: 0}\n"
                         "train: {max_steps: 2, log_every: 1, eval_batches: 0, progress: none}\n"
                         "generate: {tokens: 0}\n");

@@ -34,6 +34,7 @@
 #include "frugal/train/run_model.h"
 #include "frugal/util/error.h"
 #include "support/helpers.h"
+#include "support/model_configs.h"
 #include "support/skip.h"
 
 using namespace frugal;
@@ -318,10 +319,13 @@ TEST_CASE("peft: a QLoRA run exports its adapters, and its dequantized base with
   test::TempDir dir("frugal-qlora-export");
   test::write_text(dir / "q.yaml",
                    "run: {dir: '" + dir.path().string() + "', name: q, seed: 7}\n"
-                   "model: {type: llama, vocab_size: 64, block_size: 16, n_layer: 2, n_head: 4,"
-                   " n_kv_head: 2, n_embd: 128, intermediate_size: 256,\n"
-                   "        lora: {rank: 4, alpha: 8, targets: [q_proj, o_proj, down_proj]},\n"
-                   "        quantize_base: {type: nf4}}\n"
+                   "model: " +
+                       test::transformer_yaml(
+                           "llama", 2, 4, 128, 16, 64,
+                           "n_kv_head: 2, intermediate_size: 256, "
+                           "lora: {rank: 4, alpha: 8, targets: [q_proj, o_proj, down_proj]}, "
+                           "quantize_base: {type: nf4}") +
+                       "\n"
                    "data: {type: synthetic, micro_batch_size: 2}\n"
                    "optim: {lr: 0.01}\n"
                    "train: {max_steps: 2, eval_batches: 0, progress: none}\n"
@@ -355,13 +359,7 @@ TEST_CASE("peft: adapter folders round-trip, and a bad one is a one-line error",
           "[integration][peft][bad_input]") {
   test::TempDir dir("frugal-peft-bad");
   const auto tiny = [](int64_t width, int64_t rank, std::vector<std::string> targets) {
-    ModelConfig m;
-    m.type = "llama";
-    m.vocab_size = 32;
-    m.block_size = 8;
-    m.n_layer = 1;
-    m.n_head = 2;
-    m.n_embd = width;
+    ModelConfig m = test::transformer_config("llama", 1, 2, width, 8, 32);
     m.intermediate_size = 32;
     m.lora.rank = rank;
     m.lora.alpha = 4;
@@ -445,14 +443,15 @@ TEST_CASE("peft: adapter folders round-trip, and a bad one is a one-line error",
     INFO("an adapter for another base, through the CLI: one line naming the tensor and both shapes");
     hf::write_adapter_folder(dir / "other", tiny(12, 2, {"q_proj", "v_proj"}),
                              adapters_of(tiny(12, 2, {"q_proj", "v_proj"})));
+    const std::string model = test::transformer_yaml(
+        "llama", 1, 2, 16, 8, 32,
+        "intermediate_size: 32, init_adapter: '" + (dir / "other").string() +
+            "', lora: {rank: 2, alpha: 4, targets: [q_proj, v_proj]}");
     test::write_text(dir / "ft.yaml",
                      "run: {dir: '" + dir.path().string() + "', name: ft}\n"
-                     "model: {type: llama, vocab_size: 32, block_size: 8, n_layer: 1, n_head: 2, "
-                     "n_embd: 16, intermediate_size: 32, init_adapter: '" +
-                         (dir / "other").string() +
-                         "', lora: {rank: 2, alpha: 4, targets: [q_proj, v_proj]}}\n"
-                         "data: {type: synthetic, micro_batch_size: 2}\n"
-                         "train: {max_steps: 1, progress: none}\n");
+                     "model: " + model + "\n"
+                     "data: {type: synthetic, micro_batch_size: 2}\n"
+                     "train: {max_steps: 1, progress: none}\n");
     auto r = run_frugal("train " + test::quote((dir / "ft.yaml").string()));
     CHECK(r.exit_code == 2);
     CHECK(r.err == "frugal: error: " + (dir / "other/adapter_model.safetensors").string() + ": '" +

@@ -18,6 +18,7 @@
 #include "frugal/models/lora.h"
 #include "frugal/models/registry.h"
 #include "support/cli.h"
+#include "support/model_configs.h"
 
 using namespace frugal;
 
@@ -140,8 +141,7 @@ TEST_CASE("frugal plan keeps the user's optimizer and micro-batch, recommends on
   test::TempDir dir;
   const auto cfg = dir / "p.yaml";
   test::write_text(cfg,
-                   "model: {type: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32, "
-                   "vocab_size: 64}\n"
+                   "model: " + test::transformer_yaml("gpt", 2, 2, 32, 32, 64) + "\n"
                    "data: {type: synthetic, micro_batch_size: 3, synthetic_samples: 64}\n"
                    "optim: {type: sgd, lr: 0.1}\n"
                    "run: {device: cpu}\n");
@@ -204,8 +204,10 @@ TEST_CASE("frugal plan: bf16-mixed + full checkpointing on a tied Llama as measu
   // against two real steps of a tied Llama whose embedding dominates, as SmolLM2's does.
   memory::install_cpu_tracking();
   const Config cfg = load_config_string(
-      "model: {type: llama, n_layer: 2, n_head: 4, n_kv_head: 2, n_embd: 128, "
-      "intermediate_size: 256, vocab_size: 8192, block_size: 256, tie_embeddings: true}\n"
+      "model: " +
+          test::transformer_yaml("llama", 2, 4, 128, 256, 8192,
+                                 "n_kv_head: 2, intermediate_size: 256, tie_embeddings: true") +
+          "\n"
       "data: {type: synthetic, micro_batch_size: 2, synthetic_samples: 16, num_workers: 0}\n"
       "run: {device: cpu}\n",
       "plan.yaml");
@@ -243,9 +245,11 @@ TEST_CASE("frugal plan predicts full, LoRA and QLoRA peaks of a Llama within 15%
   // the config's own LoRA, then the full and QLoRA variants --vary finetune plans.
   memory::install_cpu_tracking();
   const Config cfg = load_config_string(
-      "model: {type: llama, n_layer: 2, n_head: 4, n_kv_head: 4, n_embd: 128, "
-      "intermediate_size: 256, vocab_size: 512, block_size: 256, tie_embeddings: false, "
-      "lora: {rank: 8, alpha: 16, targets: [all-linear]}}\n"
+      "model: " +
+          test::transformer_yaml("llama", 2, 4, 128, 256, 512,
+                                 "n_kv_head: 4, intermediate_size: 256, tie_embeddings: false, "
+                                 "lora: {rank: 8, alpha: 16, targets: [all-linear]}") +
+          "\n"
       "data: {type: synthetic, micro_batch_size: 4, synthetic_samples: 64, num_workers: 0}\n"
       "run: {device: cpu}\n",
       "lora-plan.yaml");

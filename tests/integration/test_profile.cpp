@@ -13,6 +13,7 @@
 #include "frugal/util/trace.h"
 #include "support/cli.h"
 #include "support/helpers.h"
+#include "support/model_configs.h"
 
 using namespace frugal;
 using nlohmann::json;
@@ -70,8 +71,8 @@ void check_nested(const std::vector<TraceEvent>& events, const std::string& inne
 
 std::string small_run(const test::TempDir& dir, const std::string& name) {
   return "train --set run.dir=" + test::quote(dir.path().string()) + " --set run.name=" + name +
-         " --set model.n_layer=2 --set model.n_embd=32 --set model.n_head=2"
-         " --set model.block_size=32 --set data.micro_batch_size=4 --set data.num_workers=0"
+         " " + test::transformer_sets("gpt", 2, 2, 32, 32, 256) +
+         " --set data.micro_batch_size=4 --set data.num_workers=0"
          " --set train.max_steps=4 --set train.log_every=1 --set train.eval_batches=0"
          " --set train.progress=lines --set generate.tokens=0"
          " --set strategy.accumulation=2 --set strategy.checkpointing.policy=full";

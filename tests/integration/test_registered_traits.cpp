@@ -23,6 +23,7 @@
 #include "frugal/train/trainer.h"
 #include "frugal/util/error.h"
 #include "support/helpers.h"
+#include "support/model_configs.h"
 
 using namespace frugal;
 
@@ -31,12 +32,13 @@ namespace test_registered_traits {
 Config tiny(const std::filesystem::path& runs, const std::string& name, const std::string& extra) {
   const std::string yaml = fmt::format(R"(
 run: {{name: {}, dir: '{}', seed: 3}}
-model: {{type: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 16, vocab_size: 64}}
+model: {}
 data: {{type: synthetic, micro_batch_size: 4, synthetic_samples: 64}}
 train: {{max_steps: 3, log_every: 1, checkpoint_every: 0, progress: none}}
 {}
 )",
-                                       name, runs.string(), extra);
+                                       name, runs.string(),
+                                       test::transformer_yaml("gpt", 2, 2, 32, 16, 64), extra);
   return load_config_string(yaml, "<traits test>");
 }
 

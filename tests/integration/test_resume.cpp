@@ -17,6 +17,7 @@
 #include "frugal/optim/optimizer.h"
 #include "frugal/train/trainer.h"
 #include "support/helpers.h"
+#include "support/model_configs.h"
 
 using namespace frugal;
 
@@ -26,14 +27,17 @@ Config tiny_config(const std::filesystem::path& runs, const std::string& name, i
                    const std::string& strategy = "{accumulation: 2}") {
   const std::string yaml = fmt::format(R"(
 run: {{name: {}, dir: '{}', seed: 7, resume: auto}}
-model: {{type: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 16, vocab_size: 64, dropout: 0.1}}
+model: {}
 data: {{type: synthetic, micro_batch_size: 4, num_workers: 2, synthetic_samples: 256}}
 optim: {{type: adamw, lr: 0.003, weight_decay: 0.1, clip_grad_norm: 1.0}}
 schedule: {{type: cosine, warmup_steps: 3, decay_steps: 20, min_lr: 0.0003}}
 train: {{max_steps: {}, log_every: 1, checkpoint_every: 5, keep_last: 10, eval_batches: 2, progress: none}}
 strategy: {}
 )",
-                                       name, runs.string(), max_steps, strategy);
+                                       name, runs.string(),
+                                       test::transformer_yaml("gpt", 2, 2, 32, 16, 64,
+                                                              "dropout: 0.1"),
+                                       max_steps, strategy);
   return load_config_string(yaml, "<resume test>");
 }
 

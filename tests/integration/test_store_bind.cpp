@@ -9,6 +9,7 @@
 
 #include "support/cli.h"
 #include "support/helpers.h"
+#include "support/model_configs.h"
 
 namespace store_bind {
 
@@ -22,9 +23,8 @@ TEST_CASE("frugal launch's store listens on MASTER_ADDR (loopback) only",
   const std::string job =
       frugal::test::quote(frugal::test::frugal_binary()) +
       fmt::format(" launch --nproc-per-node 2 --master-port {} -- train", port) +
-      " --set run.dir=" + frugal::test::quote(dir.path().string()) +
-      " --set model.n_layer=1 --set model.n_embd=16 --set model.n_head=2"
-      " --set model.block_size=8 --set model.vocab_size=32 --set data.type=synthetic"
+      " --set run.dir=" + frugal::test::quote(dir.path().string()) + " " +
+      frugal::test::transformer_sets("gpt", 1, 2, 16, 8, 32) + " --set data.type=synthetic"
       " --set strategy.sharding.mode=ddp --set train.max_steps=100000"
       " --set train.checkpoint_every=0 --set train.eval_batches=0 --set train.progress=none"
       " --set generate.tokens=0 --set distributed.timeout_s=30 >/dev/null 2>&1";

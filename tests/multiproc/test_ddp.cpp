@@ -8,6 +8,7 @@
 #include <map>
 
 #include "multiproc.h"
+#include "support/model_configs.h"
 #include "support/weights.h"
 
 using namespace frugal::test;
@@ -18,8 +19,7 @@ namespace {
 // batch 8 sequences per step.
 std::string ddp_yaml(const std::string& runs) {
   return "run: {dir: '" + runs + "', seed: 3}\n"
-         "model: {type: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 16, vocab_size: 64, "
-         "dropout: 0.0}\n"
+         "model: " + transformer_yaml("gpt", 2, 2, 32, 16, 64) + "\n"
          "data: {type: synthetic, micro_batch_size: 8, synthetic_samples: 256, num_workers: 0}\n"
          "optim: {type: adamw, lr: 0.003}\n"
          "train: {max_steps: 6, log_every: 1, eval_batches: 0, progress: lines, checkpoint_every: 0}\n"

@@ -13,6 +13,7 @@
 #include "frugal/distributed/flight_recorder.h"
 #include "frugal/io/atomic_file.h"
 #include "multiproc/multiproc.h"
+#include "support/model_configs.h"
 
 using namespace frugal;
 namespace fs = std::filesystem;
@@ -57,9 +58,8 @@ TEST_CASE("flight recorder: records, and the verdict names the rank behind and w
 namespace {
 
 std::string zero3_job(const fs::path& dir, const std::string& extra) {
-  return "train --set run.dir=" + test::quote(dir.string()) +
-         " --set run.name=job --set model.n_layer=2 --set model.n_embd=32 --set model.n_head=2"
-         " --set model.block_size=16 --set model.vocab_size=64 --set data.type=synthetic"
+  return "train --set run.dir=" + test::quote(dir.string()) + " --set run.name=job " +
+         test::transformer_sets("gpt", 2, 2, 32, 16, 64) + " --set data.type=synthetic"
          " --set data.synthetic_samples=256 --set data.micro_batch_size=2"
          " --set data.num_workers=0 --set strategy.sharding.mode=zero3"
          " --set train.max_steps=8 --set train.eval_batches=0 --set train.progress=none"

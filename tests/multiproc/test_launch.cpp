@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "multiproc.h"
+#include "support/model_configs.h"
 
 using namespace frugal::test;
 
@@ -65,8 +66,7 @@ TEST_CASE("launch with --max-restarts restarts a killed job, which resumes from 
   TempDir dir;
   const auto cfg = dir / "job.yaml";
   write_text(cfg, "run: {name: restartjob, dir: '" + dir.path().string() + "', seed: 3}\n"
-                  "model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16, block_size: 8, "
-                  "vocab_size: 32, dropout: 0.0}\n"
+                  "model: " + transformer_yaml("gpt", 1, 2, 16, 8, 32) + "\n"
                   "data: {type: synthetic, micro_batch_size: 2, synthetic_samples: 64, "
                   "num_workers: 0}\n"
                   "train: {max_steps: 400, log_every: 50, eval_batches: 0, progress: lines, "

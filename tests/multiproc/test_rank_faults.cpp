@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "multiproc/multiproc.h"
+#include "support/model_configs.h"
 #include "support/skip.h"
 
 namespace rank_faults {
@@ -86,9 +87,8 @@ FaultSetting setting(Fault f) {
 
 // A tiny GPT under ddp on Gloo (the CPU), six steps, nothing saved but what a failure writes.
 std::string train_args(const fs::path& runs) {
-  return "train --set run.dir=" + quote(runs.string()) +
-         " --set run.name=job --set model.n_layer=1 --set model.n_embd=16 --set model.n_head=2"
-         " --set model.block_size=8 --set model.vocab_size=32 --set data.type=synthetic"
+  return "train --set run.dir=" + quote(runs.string()) + " --set run.name=job " +
+         transformer_sets("gpt", 1, 2, 16, 8, 32) + " --set data.type=synthetic"
          " --set data.synthetic_samples=64 --set data.micro_batch_size=2 --set data.num_workers=0"
          " --set strategy.sharding.mode=ddp --set distributed.backend=gloo"
          " --set train.max_steps=6 --set train.checkpoint_every=0 --set train.eval_batches=0"

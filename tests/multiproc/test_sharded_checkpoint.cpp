@@ -10,6 +10,7 @@
 #include <map>
 
 #include "multiproc.h"
+#include "support/model_configs.h"
 #include "support/weights.h"
 
 using namespace frugal::test;
@@ -20,8 +21,7 @@ namespace {
 // that stopping at step 3 changes nothing; checkpoints every 3 steps.
 std::string zero_yaml(const std::string& runs) {
   return "run: {dir: '" + runs + "', seed: 5}\n"
-         "model: {type: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 16, vocab_size: 64, "
-         "dropout: 0.0}\n"
+         "model: " + transformer_yaml("gpt", 2, 2, 32, 16, 64) + "\n"
          "data: {type: synthetic, micro_batch_size: 8, synthetic_samples: 256, num_workers: 0}\n"
          "optim: {type: adamw, lr: 0.003, weight_decay: 0.1, clip_grad_norm: 0.5}\n"
          "train: {max_steps: 6, log_every: 1, eval_batches: 0, progress: lines, checkpoint_every: 3}\n"

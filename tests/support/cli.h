@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "support/helpers.h"
+#include "support/model_configs.h"
 
 namespace frugal::test {
 
@@ -28,7 +29,7 @@ inline CommandResult python_script(const std::string& script, const std::string&
 inline std::string tiny_gpt_yaml(const std::string& runs, const std::string& name,
                                  int max_steps) {
   return "run: {name: " + name + ", dir: '" + runs + "', seed: 3}\n"
-         "model: {type: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 16, vocab_size: 256}\n"
+         "model: " + transformer_yaml("gpt", 2, 2, 32, 16, 256) + "\n"
          "data: {type: synthetic, micro_batch_size: 4, synthetic_samples: 128}\n"
          "optim: {type: adamw, lr: 0.003}\n"
          "train: {max_steps: " + std::to_string(max_steps) +

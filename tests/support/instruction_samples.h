@@ -9,6 +9,7 @@
 #include <string>
 
 #include "support/helpers.h"
+#include "support/model_configs.h"
 
 namespace frugal::test {
 
@@ -33,10 +34,9 @@ inline void write_tokenized_samples(const std::filesystem::path& file, int count
 // `data`, its runs under `runs`, one metrics row a step, no validation or sample.
 inline std::string tiny_llama_tokenized_args(const std::filesystem::path& runs,
                                              const std::filesystem::path& data) {
-  return "train --set run.dir=" + quote(runs.string()) +
-         " --set model.type=llama --set model.size= --set model.dropout=0"
-         " --set model.vocab_size=64 --set model.n_layer=2 --set model.n_head=2"
-         " --set model.n_embd=32 --set model.block_size=48 --set data.type=tokenized"
+  return "train --set run.dir=" + quote(runs.string()) + " " +
+         transformer_sets("llama", 2, 2, 32, 48, 64) +
+         " --set model.size= --set model.dropout=0 --set data.type=tokenized"
          " --set data.path=" +
          quote(data.string()) +
          " --set data.num_workers=0 --set train.progress=none --set generate.tokens=0"

@@ -21,14 +21,7 @@ using namespace frugal;
 namespace activation_offload_test {
 
 GptOptions offload_gpt(int64_t n_layer, int64_t n_embd, double dropout) {
-  GptOptions o;
-  o.vocab_size = 64;
-  o.block_size = 64;
-  o.n_layer = n_layer;
-  o.n_head = 2;
-  o.n_embd = n_embd;
-  o.dropout = dropout;
-  return o;
+  return GptOptions::sized(64, 64, n_layer, 2, n_embd, dropout);
 }
 
 struct OffloadRun {

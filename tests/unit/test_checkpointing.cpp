@@ -26,14 +26,7 @@ using namespace frugal;
 namespace {
 
 GptOptions ckpt_gpt(int64_t n_layer, double dropout) {
-  GptOptions o;
-  o.vocab_size = 64;
-  o.block_size = 32;
-  o.n_layer = n_layer;
-  o.n_head = 2;
-  o.n_embd = 32;
-  o.dropout = dropout;
-  return o;
+  return GptOptions::sized(64, 32, n_layer, 2, 32, dropout);
 }
 
 CheckpointingConfig policy(const std::string& name, int64_t k = 2,

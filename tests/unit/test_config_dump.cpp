@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "frugal/config/load.h"
-#include "unit/test_config_support.h"
+#include "support/config_files.h"
 
 using frugal::Config;
 

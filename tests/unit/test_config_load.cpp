@@ -3,8 +3,8 @@
 
 #include "frugal/config/load.h"
 #include "frugal/models/model_spec.h"
+#include "support/config_files.h"
 #include "support/helpers.h"
-#include "unit/test_config_support.h"
 
 using frugal::Config;
 using frugal::load_config;

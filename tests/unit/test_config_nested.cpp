@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "frugal/config/load.h"
-#include "unit/test_config_support.h"
+#include "support/config_files.h"
 
 using frugal::Config;
 using frugal::load_config;

@@ -2,7 +2,7 @@
 
 #include "frugal/data/dataset.h"
 #include "frugal/data/idx.h"
-#include "unit/test_data_files.h"
+#include "support/data_files.h"
 
 using namespace frugal;
 using namespace frugal::test::data;

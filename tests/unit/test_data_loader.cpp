@@ -5,7 +5,7 @@
 
 #include "frugal/data/loader.h"
 #include "frugal/data/sampler.h"
-#include "unit/test_data_files.h"
+#include "support/data_files.h"
 
 using namespace frugal;
 using namespace frugal::test::data;

@@ -4,7 +4,7 @@
 #include "frugal/data/dataset.h"
 #include "frugal/data/token_dataset.h"
 #include "frugal/data/token_stream.h"
-#include "unit/test_data_files.h"
+#include "support/data_files.h"
 
 using namespace frugal;
 using namespace frugal::test::data;

@@ -14,6 +14,7 @@
 #include "frugal/train/trainer.h"
 #include "frugal/util/error.h"
 #include "support/helpers.h"
+#include "support/model_configs.h"
 
 using namespace frugal;
 namespace fs = std::filesystem;
@@ -24,11 +25,12 @@ namespace test_export {
 fs::path trained_run(const fs::path& runs) {
   const std::string yaml = fmt::format(R"(
 run: {{name: r, dir: '{}', seed: 3}}
-model: {{type: gpt, n_layer: 1, n_head: 2, n_embd: 16, block_size: 8, vocab_size: 32, dropout: 0}}
+model: {}
 data: {{type: synthetic, micro_batch_size: 2, synthetic_samples: 16}}
 train: {{max_steps: 2, checkpoint_every: 2, eval_batches: 0, progress: none}}
 )",
-                                       runs.string());
+                                       runs.string(),
+                                       test::transformer_yaml("gpt", 1, 2, 16, 8, 32));
   Trainer(load_config_string(yaml, "<export test>")).run();
   return runs / "r";
 }

@@ -8,7 +8,7 @@
 #include "frugal/io/hash.h"
 #include "frugal/io/remove_tree.h"
 #include "frugal/util/error.h"
-#include "unit/test_io_support.h"
+#include "support/io_files.h"
 
 using frugal::io::test::ScratchDir;
 namespace fs = std::filesystem;

@@ -5,7 +5,7 @@
 
 #include "frugal/io/tensor_io.h"
 #include "frugal/util/error.h"
-#include "unit/test_io_support.h"
+#include "support/io_files.h"
 
 using frugal::io::NamedTensors;
 using frugal::io::test::bit_equal;

@@ -10,6 +10,7 @@
 #include "frugal/models/registry.h"
 #include "frugal/optim/optimizer.h"
 #include "frugal/util/error.h"
+#include "support/model_configs.h"
 
 using namespace frugal;
 
@@ -50,8 +51,7 @@ TEST_CASE("a built llama has the parameters the formula counts", "[unit][llama]"
                                   "n_kv_head: 4, intermediate_size: 100"}) {
     INFO(extra);
     const ModelConfig m = load_config_string(
-        "model: {type: llama, vocab_size: 50, block_size: 16, n_layer: 2, n_head: 4, n_embd: 32, " +
-        extra + "}", "<llama test>").model;
+        "model: " + test::transformer_yaml("llama", 2, 4, 32, 16, 50, extra), "<llama test>").model;
     auto model = make_model(m);
     CHECK(numel_of(*model) == LlamaOptions::from(m).parameter_count());
     at::Tensor logits = model->forward(at::randint(0, 50, {2, 7}, at::kLong));
@@ -59,7 +59,7 @@ TEST_CASE("a built llama has the parameters the formula counts", "[unit][llama]"
   }
   // Names as transformers' (without "model."): loading a Hugging Face folder maps by name.
   auto model = make_model(load_config_string(
-      "model: {type: llama, vocab_size: 50, n_layer: 1, n_head: 2, n_embd: 16, tie_embeddings: false}",
+      "model: " + test::transformer_yaml("llama", 1, 2, 16, 128, 50, "tie_embeddings: false"),
       "<llama test>").model);
   std::vector<std::string> names;
   for (const auto& p : model->named_parameters()) names.push_back(p.key());
@@ -93,8 +93,8 @@ TEST_CASE("llama blocks are units: full and selective checkpointing give the sam
   auto grads = [](const std::string& policy, std::vector<std::string> targets = {}) {
     at::manual_seed(2);
     auto model = make_model(load_config_string(
-        "model: {type: llama, vocab_size: 40, block_size: 16, n_layer: 3, n_head: 4, n_kv_head: 2, "
-        "n_embd: 32}", "<llama test>").model);
+        "model: " + test::transformer_yaml("llama", 3, 4, 32, 16, 40, "n_kv_head: 2"),
+        "<llama test>").model);
     StrategyConfig sc;
     sc.checkpointing.policy = policy;
     sc.checkpointing.targets = targets;
@@ -123,8 +123,9 @@ TEST_CASE("llama attention: ATen's SDPA and frugal's CPU kernel agree, masked or
   auto logits = [](const std::string& kernels, bool with_positions) {
     at::manual_seed(4);
     auto model = make_model(load_config_string(
-        "model: {type: llama, vocab_size: 40, block_size: 16, n_layer: 2, n_head: 4, n_kv_head: 2, "
-        "n_embd: 32, kernels: " + kernels + "}", "<llama test>").model);
+        "model: " +
+            test::transformer_yaml("llama", 2, 4, 32, 16, 40, "n_kv_head: 2, kernels: " + kernels),
+        "<llama test>").model);
     at::manual_seed(5);
     Batch b{at::randint(0, 40, {2, 16}, at::kLong), at::randint(0, 40, {2, 16}, at::kLong)};
     if (with_positions) b.position_ids = at::arange(16, at::kLong).repeat({2, 1});

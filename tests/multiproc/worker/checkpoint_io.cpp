@@ -35,6 +35,7 @@
 #include "frugal/models/registry.h"
 #include "frugal/optim/optimizer.h"
 #include "scenarios.h"
+#include "support/model_configs.h"
 
 namespace frugal::test_worker {
 
@@ -59,13 +60,7 @@ Job build(const std::string& sharding = "zero3") {
   dc.timeout_s = 60;
   Job job;
   job.comm = dist::init_from_env(dc);
-  ModelConfig mc;
-  mc.type = "gpt";
-  mc.n_layer = 4;
-  mc.n_head = 4;
-  mc.n_embd = 128;
-  mc.block_size = 32;
-  mc.vocab_size = 512;
+  const ModelConfig mc = test::transformer_config("gpt", 4, 4, 128, 32, 512);
   OptimConfig oc;
   oc.lr = 1e-3;
   StrategyConfig sc;

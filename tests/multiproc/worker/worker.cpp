@@ -32,6 +32,7 @@
 #include "frugal/optim/optimizer.h"
 #include "frugal/util/error.h"
 #include "scenarios.h"
+#include "support/model_configs.h"
 
 using namespace frugal;
 using nlohmann::json;
@@ -197,13 +198,7 @@ int ddp() {
 int zero() {
   auto comm = dist::init_from_env(gloo());
   const int n = comm->size(), r = comm->rank();
-  ModelConfig mc;
-  mc.type = "gpt";
-  mc.n_layer = 3;
-  mc.n_head = 2;
-  mc.n_embd = 32;
-  mc.block_size = 16;
-  mc.vocab_size = 64;
+  const ModelConfig mc = test::transformer_config("gpt", 3, 2, 32, 16, 64);
   OptimConfig oc;
   oc.lr = 3e-3;
   oc.weight_decay = 0.1;
