@@ -16,11 +16,7 @@ at::Tensor adafactor_rms(const at::Tensor& x) {
 }  // namespace
 
 at::Tensor Adafactor::step(LossClosure closure) {
-  at::Tensor loss;
-  if (closure) {
-    at::AutoGradMode grad(true);
-    loss = closure();
-  }
+  at::Tensor loss = evaluate_closure(closure);
   torch::NoGradGuard no_grad;
   const double factor = gradient_factor();
   for (auto& group : param_groups()) {

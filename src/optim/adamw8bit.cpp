@@ -19,11 +19,7 @@ AdamW8bit::AdamW8bit(const std::vector<torch::optim::OptimizerParamGroup>& group
 }
 
 at::Tensor AdamW8bit::step(LossClosure closure) {
-  at::Tensor loss;
-  if (closure) {
-    at::AutoGradMode grad(true);
-    loss = closure();
-  }
+  at::Tensor loss = evaluate_closure(closure);
   torch::NoGradGuard no_grad;
   const double factor = gradient_factor();
   for (auto& group : param_groups()) {

@@ -82,11 +82,7 @@ void fused_step(torch::optim::Optimizer& opt, double grad_factor, Kernel kernel)
 template <class ParamState, class Options, class Kernel>
 at::Tensor closure_then_step(torch::optim::Optimizer& opt, double grad_factor,
                              const torch::optim::Optimizer::LossClosure& closure, Kernel kernel) {
-  at::Tensor loss;
-  if (closure) {
-    at::AutoGradMode grad(true);
-    loss = closure();
-  }
+  at::Tensor loss = evaluate_closure(closure);
   fused_step<ParamState, Options>(opt, grad_factor, kernel);
   return loss;
 }

@@ -11,6 +11,14 @@
 
 namespace frugal {
 
+// torch::optim's closure protocol, which every step() starts with: the loss re-evaluated with
+// grad mode on (an undefined tensor without a closure).
+inline at::Tensor evaluate_closure(const torch::optim::Optimizer::LossClosure& closure) {
+  if (!closure) return {};
+  at::AutoGradMode grad(true);
+  return closure();
+}
+
 // An optimizer that multiplies every gradient by a factor inside its own update, so that
 // gradient clipping costs no pass of its own over the gradients (the engine folds the clip
 // coefficient in; see optim/clip.h). The gradient tensors are left unscaled.
