@@ -27,9 +27,18 @@ if(NOT TARGET frugal_torch)
     "LINKER:--push-state,--no-as-needed" -lstdc++ "LINKER:--pop-state")
 endif()
 
-# The precompiled header every torch-using target shares the recipe for.
+# The precompiled header every torch-using target shares the recipe for. The executables share
+# one (the CLI's, which the quickstart builds: the tests then compile without building theirs);
+# the library keeps its own, since GCC does not use a header precompiled with the library's
+# -fPIC in the executables' -fPIE compilations.
 function(frugal_torch_pch target)
-  if(FRUGAL_USE_PCH)
+  if(NOT FRUGAL_USE_PCH)
+    return()
+  endif()
+  get_target_property(type ${target} TYPE)
+  if(type STREQUAL "EXECUTABLE" AND NOT target STREQUAL "frugal_cli" AND TARGET frugal_cli)
+    target_precompile_headers(${target} REUSE_FROM frugal_cli)
+  else()
     target_precompile_headers(${target} PRIVATE
       <torch/torch.h>
       <fmt/format.h>

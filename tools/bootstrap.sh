@@ -19,12 +19,13 @@ say() { printf '[bootstrap] %s\n' "$*"; }
 # (libpcre2-dev: the tokenizers' pre-tokenizer patterns)
 # (libsentencepiece-dev: SentencePiece .model tokenizers, Llama 2 / Mistral / T5 style)
 # (libutf8proc-dev: Unicode normalization (NFC, ...) for tokenizer.json normalizers)
+# (liburing-dev: direct I/O through io_uring, for NVMe offload and asynchronous checkpoints)
 # (libprotobuf-dev, protobuf-compiler, libboost-dev: TensorBoard event files: protocol buffers,
 #  and Boost.CRC's CRC32C for their record framing)
 debs=(
   g++ cmake ninja-build ccache pkg-config python3-venv patchelf
   libyaml-cpp-dev libpcre2-dev libspdlog-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev libgloo-dev
-  libsentencepiece-dev libutf8proc-dev libprotobuf-dev protobuf-compiler libboost-dev
+  libsentencepiece-dev libutf8proc-dev libprotobuf-dev protobuf-compiler libboost-dev liburing-dev
   libopenmpi-dev openmpi-bin
   fortunes fortunes-min
   chromium

@@ -4,14 +4,47 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "frugal/io/disk_bandwidth.h"
 #include "frugal/memory/doctor.h"
 
 namespace frugal::cli {
+namespace {
+
+// --disk: the folder's direct-I/O bandwidth as three findings (what NVMe offload and
+// asynchronous checkpoints would get there).
+void add_disk_findings(std::vector<memory::Finding>& findings, const std::string& dir,
+                       int64_t mib) {
+  const io::DiskBandwidth d = io::measure_disk(dir, mib << 20);
+  auto gib_s = [](double b) { return fmt::format("{:.2f} GiB/s", b / double(int64_t{1} << 30)); };
+  const std::string how = fmt::format("{} MiB in {} KiB blocks, {} in flight", d.bytes >> 20,
+                                      d.block >> 10, d.depth);
+  memory::Finding io{"disk " + dir + " I/O", "", memory::Verdict::ok, ""};
+  io.value = fmt::format("{}, {}", d.backend, d.direct ? "O_DIRECT" : "cached (no O_DIRECT)");
+  if (!d.fallback_reason.empty()) {
+    io.verdict = memory::Verdict::warn;
+    io.advice = "io_uring refused (" + d.fallback_reason +
+                "): transfers go through a thread pool (allow io_uring for fewer copies of "
+                "work per transfer)";
+  } else if (!d.direct) {
+    io.verdict = memory::Verdict::warn;
+    io.advice = "the filesystem refuses O_DIRECT: transfers pass through the page cache, which "
+                "competes with training for host memory (use a local ext4/xfs NVMe folder)";
+  }
+  findings.push_back(io);
+  findings.push_back({"disk " + dir + " write", gib_s(d.write_bytes_per_s) + " (" + how + ")",
+                      memory::Verdict::info, ""});
+  findings.push_back({"disk " + dir + " read", gib_s(d.read_bytes_per_s) + " (" + how + ")",
+                      memory::Verdict::info, ""});
+}
+
+}  // namespace
 
 void add_doctor(CLI::App& app, Action& run) {
   struct Args {
     bool json = false;
     std::string root = "/";
+    std::string disk;
+    int64_t disk_mib = 256;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
@@ -19,9 +52,15 @@ void add_doctor(CLI::App& app, Action& run) {
   cmd->add_flag("--json", args->json, "One JSON object, for machines");
   cmd->add_option("--root", args->root, "Read /proc and /sys under this directory (tests)")
       ->group("");  // hidden
+  cmd->add_option("--disk", args->disk,
+                  "Also measure this folder's direct-I/O write and read bandwidth (a scratch "
+                  "file, removed afterwards)");
+  cmd->add_option("--disk-mib", args->disk_mib, "MiB the --disk measurement moves each way")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->callback([&run, args] {
     run = [args] {
-      const auto findings = memory::diagnose(args->root, memory::probe_process());
+      auto findings = memory::diagnose(args->root, memory::probe_process());
+      if (!args->disk.empty()) add_disk_findings(findings, args->disk, args->disk_mib);
       int warnings = 0;
       for (const auto& f : findings) {
         if (f.verdict == memory::Verdict::warn || f.verdict == memory::Verdict::bad) ++warnings;

@@ -140,3 +140,40 @@ TEST_CASE("frugal doctor prints its findings, and --json for machines", "[integr
   REQUIRE(text.exit_code == 0);
   CHECK_THAT(text.out, Catch::Contains("warn  vm.swappiness") && Catch::Contains("-> "));
 }
+
+TEST_CASE("frugal doctor --disk adds the folder's direct-I/O findings", "[integration][doctor]") {
+  FakeRoot root;
+  test::TempDir disk("frugal-doctor-disk");
+  const std::string args = "doctor --json --root " + test::quote(root.dir.path().string()) +
+                           " --disk " + test::quote(disk.path().string()) + " --disk-mib 4";
+  test::CommandResult r = test::frugal(args);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  std::map<std::string, nlohmann::json> by_name;
+  for (const auto& f : j.at("findings")) by_name[f.at("name").get<std::string>()] = f;
+  const std::string prefix = "disk " + disk.path().string();
+  REQUIRE(by_name.count(prefix + " I/O") == 1);
+  CHECK(by_name.at(prefix + " I/O").at("value") == "io_uring, O_DIRECT");
+  CHECK(by_name.at(prefix + " I/O").at("verdict") == "ok");
+  CHECK_THAT(by_name.at(prefix + " write").at("value").get<std::string>(),
+             Catch::Contains("GiB/s (4 MiB in 1024 KiB blocks, 8 in flight)"));
+  CHECK(by_name.count(prefix + " read") == 1);
+  CHECK(std::filesystem::is_empty(disk.path()));
+  // The fallback is named, with its advice, when io_uring is not used.
+  test::CommandResult forced = test::run_command("FRUGAL_IO_BACKEND=threads " +
+                                                 test::quote(test::frugal_binary()) + " " + args);
+  REQUIRE(forced.exit_code == 0);
+  const nlohmann::json forced_json = nlohmann::json::parse(forced.out);
+  int seen = 0;
+  for (const auto& f : forced_json.at("findings")) {
+    if (f.at("name") != prefix + " I/O") continue;
+    CHECK(f.at("value") == "threads, O_DIRECT");
+    ++seen;
+  }
+  CHECK(seen == 1);
+  // A folder that is not there: one line, exit 2.
+  test::CommandResult missing = test::frugal("doctor --disk " + test::quote((disk / "absent").string()));
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.err, Catch::Contains("is not a folder"));
+}

@@ -11,6 +11,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 dest="$root/third_party_gpu"
+# (liburing: direct I/O through io_uring)
 # (pcre2, sentencepiece, utf8proc: the tokenizers; their .pc files are found through
 # CMAKE_PREFIX_PATH, which build_from_source.sh points at the unpacked prefix)
 # (protobuf, its compiler protoc and Boost's headers: TensorBoard's event files; protoc runs
@@ -19,7 +20,7 @@ debs=(libcli11-dev nlohmann-json3-dev catch2 libspdlog-dev libspdlog1.10 libfmt-
       libyaml-cpp-dev libyaml-cpp0.7 libgloo-dev
       libpcre2-dev libpcre2-8-0 libsentencepiece-dev libsentencepiece0 libutf8proc-dev libutf8proc2
       libprotobuf-dev libprotobuf-lite32 libprotobuf32 libprotoc32 protobuf-compiler
-      libboost1.74-dev)
+      libboost1.74-dev liburing-dev liburing2)
 mkdir -p "$dest/debs" "$dest/src"
 cd "$dest/debs"
 for p in "${debs[@]}"; do
