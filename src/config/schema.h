@@ -103,6 +103,7 @@ void for_each_row(C& c, Visit&& visit) {
   visit("data", "no_target", c.data.no_target, R::one_of({"skip", "error"}));
 
   visit("optim", "type", c.optim.type, R::registered());
+  // (the optimizers step in the parameters' dtype: an lr past fp32's range is no number there)
   visit("optim", "lr", c.optim.lr, R::greater_than(0).at_most(1e6));
   visit("optim", "betas", c.optim.betas, R::unit_interval());
   visit("optim", "eps", c.optim.eps, R::greater_than(0));
