@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "frugal/config/load.h"
+#include "frugal/models/model_spec.h"
 #include "internal.h"
 #include "schema.h"
 
@@ -105,7 +106,43 @@ std::vector<std::string> split_dots(std::string_view path) {
   }
 }
 
+// Each field's type as docs/config.md names it.
+std::string yaml_type(const std::string&) { return "string"; }
+std::string yaml_type(int64_t) { return "int"; }
+std::string yaml_type(uint64_t) { return "uint"; }
+std::string yaml_type(double) { return "float"; }
+std::string yaml_type(bool) { return "bool"; }
+std::string yaml_type(const std::vector<int64_t>&) { return "list of int"; }
+std::string yaml_type(const std::vector<std::string>&) { return "list of string"; }
+std::string yaml_type(Bytes<const int64_t>) { return "bytes"; }
+std::string yaml_type(const MemoryAmount&) { return "bytes or fraction"; }
+std::string yaml_type(const std::array<double, 2>&) { return "[float, float]"; }
+std::string yaml_type(const std::map<std::string, std::string>&) { return "map"; }
+
 }  // namespace
+
+std::vector<KeyInfo> describe_keys(const std::string& model_type) {
+  Config defaults;
+  defaults.model.type = model_type;
+  const std::optional<ModelSpec> spec = find_model_spec(model_type);
+  std::vector<KeyInfo> out;
+  const Config& shown = defaults;  // (const: its byte counts are Bytes<const int64_t>)
+  for_each_row(shown, [&](const char* section, const char* key, const auto& field,
+                             const KeyRule& rule) {
+    const std::string path = dotted(section, key);
+    std::string accepts = rule.describe(path);
+    if (spec && std::string_view(section) == "model" && !model_key_is_common(key)) {
+      if (const KeyRule* own = spec->key_rule(key)) {
+        const std::string more = own->describe(path);
+        if (!more.empty()) accepts += (accepts.empty() ? "" : "; ") + more;
+      } else if (!spec->reads_key(key)) {
+        accepts = "(not read by model.type " + model_type + ")";
+      }
+    }
+    out.push_back({path, yaml_type(field), yaml_scalar(field), accepts});
+  });
+  return out;
+}
 
 std::vector<std::pair<std::string, std::string>> dump_fields(
     const Config& config, const std::function<bool(std::string_view, std::string_view)>& keep) {
@@ -139,6 +176,10 @@ std::string dump(const Config& config,
 }  // namespace frugal::config_detail
 
 namespace frugal {
+
+std::vector<KeyInfo> config_keys(const std::string& model_type) {
+  return config_detail::describe_keys(model_type);
+}
 
 std::string to_yaml(const Config& config) {
   return config_detail::dump(config, [&config](std::string_view section, std::string_view key) {

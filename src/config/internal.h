@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "frugal/config/config.h"
+#include "frugal/config/load.h"
 
 namespace frugal::config_detail {
 
@@ -110,6 +111,12 @@ void validate(const Config& config, const KeyMarks* marks);
 
 // keys_read.cpp: whether a run of `config` reads `section.key` (the other model types' sizes
 // and the other data types' source keys it does not).
+// dump.cpp: config_keys (load.h).
+std::vector<KeyInfo> describe_keys(const std::string& model_type);
+
+// The model.* keys every type has (model.type and fine-tuning's keys), as opposed to those a
+// type's spec lists as its own (ModelSpec::keys).
+bool model_key_is_common(std::string_view key);
 bool key_is_read(const Config& config, std::string_view section, std::string_view key);
 
 // dump.cpp: the fields `keep(section, key)` accepts, as ("section.key", YAML scalar) in

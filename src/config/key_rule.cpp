@@ -88,6 +88,39 @@ KeyRule KeyRule::not_empty(std::string message) {
   return r;
 }
 
+std::string KeyRule::describe(const std::string& key) const {
+  auto join = [](const std::vector<std::string>& words) {
+    std::string out;
+    for (const auto& w : words) out += (out.empty() ? "" : ", ") + w;
+    return out;
+  };
+  switch (kind_) {
+    case Kind::any:
+      return "";
+    case Kind::power_of_two:
+      return fmt::format("a power of two in [{}, {}]", shown(lo_), shown(hi_));
+    case Kind::range:
+      if (interval_) {
+        return fmt::format("in {}{}, {}{}", lo_open_ ? "(" : "[", shown(lo_), shown(hi_),
+                           hi_open_ ? ")" : "]");
+      }
+      if (has_lo_ && has_hi_) {
+        return fmt::format("{} {} and <= {}", lo_open_ ? ">" : ">=", shown(lo_), shown(hi_));
+      }
+      return has_lo_ ? fmt::format("{} {}", lo_open_ ? ">" : ">=", shown(lo_))
+                     : fmt::format("<= {}", shown(hi_));
+    case Kind::one_of:
+      return "one of: " + join(words_);
+    case Kind::registered:
+      return "one of: " + join(strategy_names(key)) + " (or a name registered from code)";
+    case Kind::pattern:
+      return words_[2];
+    case Kind::not_empty:
+      return "not empty";
+  }
+  return "";
+}
+
 void KeyRule::expect(bool numeric, const std::string& key) const {
   if (kind_ == Kind::any) return;
   const bool number_rule = kind_ == Kind::range || kind_ == Kind::power_of_two;

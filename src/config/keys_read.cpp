@@ -16,6 +16,14 @@ bool listed(Keys keys, std::string_view key) {
   return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
 
+}  // namespace
+
+bool model_key_is_common(std::string_view key) {
+  return key == "type" || key == "freeze" || key == "init_adapter" || key == "frozen_dtype";
+}
+
+namespace {
+
 bool model_key_read(const ModelConfig& m, std::string_view key) {
   if (key == "type") return true;
   // Fine-tuning's keys show (and are hashed) when used.

@@ -40,6 +40,9 @@ class KeyRule {
   static KeyRule not_empty(std::string message = "must not be empty");
 
   bool any() const { return kind_ == Kind::any; }
+  // What it accepts, in words ("> 0 and <= 1e+06", "one of: block, size"; "" for any value);
+  // `key` names the registry a registered() rule reads.
+  std::string describe(const std::string& key) const;
 
   // Checks `value` of the dotted `key` (a list's items as key[i], a fixed array's as key).
   void check(const ConfigCheck& c, const std::string& key, double value) const;

@@ -35,6 +35,14 @@ void validate(const Config& config);
 // written with the shortest text that reads back to the same value).
 std::string to_yaml(const Config& config);
 
+// Every key of the schema in documented order (`frugal config keys`): its dotted path, its YAML
+// type, its default as YAML, and what it accepts, from the same rules validation checks (for
+// model.* keys, `model_type`'s own rule too; a model key that type does not read says so).
+struct KeyInfo {
+  std::string key, type, default_value, accepts;
+};
+std::vector<KeyInfo> config_keys(const std::string& model_type = "gpt");
+
 // 16 hex digits hashing what changes the numbers training computes (model, data, optim,
 // schedule, strategy; not run, train, generate, memory, distributed, nor data.num_workers /
 // data.pin_memory, nor strategy.checkpointing: recomputation saves memory without changing the
