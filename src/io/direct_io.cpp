@@ -85,7 +85,9 @@ AlignedBuffer::AlignedBuffer(int64_t bytes) : size_(direct_aligned(bytes)) {
 
 DirectFile::DirectFile(const std::filesystem::path& path, Mode mode, bool require_direct)
     : path_(path) {
-  const int flags = mode == Mode::read ? O_RDONLY : (O_RDWR | O_CREAT | O_TRUNC);
+  const int flags = mode == Mode::read     ? O_RDONLY
+                    : mode == Mode::update ? O_RDWR
+                                           : (O_RDWR | O_CREAT | O_TRUNC);
   if (fault_no_odirect()) {
     errno = EINVAL;
   } else {
@@ -308,12 +310,13 @@ namespace {
 
 uint64_t start(IoEngine::Impl& impl, Request r) {
   const char* what = r.write ? "write" : "read";
-  if (r.bytes <= 0 || r.bytes > kMaxTransfer || r.bytes % kDirectAlignment != 0 ||
-      r.offset < 0 || r.offset % kDirectAlignment != 0 ||
+  if (r.bytes <= 0 || r.bytes > kMaxTransfer || r.bytes % kDirectAlignment != 0 || r.offset < 0 ||
+      r.offset % kDirectAlignment != 0 ||
       reinterpret_cast<uintptr_t>(r.buffer) % kDirectAlignment != 0) {
-    throw Error(fmt::format("{}: a direct {} of {} bytes at offset {} must be aligned to {} "
-                            "(buffer, offset and size) and at most {} bytes",
-                            r.file, what, r.bytes, r.offset, kDirectAlignment, kMaxTransfer));
+    throw Error(
+        fmt::format("{}: a direct {} of {} bytes at offset {} must be aligned to {} "
+                    "(buffer, offset and size) and at most {} bytes",
+                    r.file, what, r.bytes, r.offset, kDirectAlignment, kMaxTransfer));
   }
   // At most `depth` in flight: the oldest completion makes room.
   while (static_cast<int64_t>(impl.pending.size() - impl.finished.size()) >= impl.depth) {

@@ -12,6 +12,7 @@
 
 #include "frugal/io/direct_io.h"
 #include "frugal/io/disk_bandwidth.h"
+#include "frugal/io/record_stream.h"
 #include "frugal/util/error.h"
 #include "support/helpers.h"
 
@@ -178,4 +179,77 @@ TEST_CASE("direct I/O on a filesystem without O_DIRECT falls back and a full dis
                                     "space left on device"));
   CHECK(engine.in_flight() == 0);
   ::unsetenv("FRUGAL_FAULT_DIRECT_ENOSPC_AFTER_BYTES");
+}
+
+namespace test_direct_io {
+
+// Record i's expected byte b before any change: (31 i + b) mod 256, padding zero.
+std::byte record_byte(size_t i, int64_t b) { return std::byte((31 * i + b) & 0xff); }
+
+}  // namespace test_direct_io
+
+TEST_CASE("a record stream reads each record while the previous is changed and written back",
+          "[unit][io]") {
+  test::TempDir dir("frugal-record-stream");
+  const std::vector<int64_t> sizes = {5000, 4096, 12000, 100, 8192, 3000, 4096};
+  for (auto backend : {IoEngine::Backend::io_uring, IoEngine::Backend::threads}) {
+    INFO(io::backend_name(backend));
+    io::RecordStream stream(sizes, 3);
+    // Three buffers of the largest record (12000 bytes padded to 12288), whatever the file.
+    CHECK(stream.buffer_bytes() == 3 * 12288);
+    CHECK(stream.file_bytes() == 8192 + 4096 + 12288 + 4096 + 8192 + 4096 + 4096);
+    IoEngine engine(4, backend);
+    const std::filesystem::path path = dir / fmt::format("{}.bin", io::backend_name(backend));
+    {
+      DirectFile file(path, DirectFile::Mode::write);
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        AlignedBuffer b(sizes[i]);
+        for (int64_t k = 0; k < sizes[i]; ++k) b.data()[k] = record_byte(i, k);
+        engine.wait(engine.write(file, b.data(), b.size(), stream.offset(i)));
+      }
+    }
+    DirectFile file(path, DirectFile::Mode::update);
+    std::vector<int64_t> in_flight_seen;
+    stream.for_each(engine, file, [&](size_t i, std::byte* data, int64_t bytes) {
+      INFO("record " << i);
+      REQUIRE(bytes == sizes[i]);
+      bool as_written = true;
+      for (int64_t k = 0; k < bytes; ++k) as_written = as_written && data[k] == record_byte(i, k);
+      CHECK(as_written);
+      // Not yet waited for while record i changes: record i+1's read and record i-1's write (the
+      // last record: the two writes before it).
+      in_flight_seen.push_back(engine.in_flight());
+      for (int64_t k = 0; k < bytes; ++k) data[k] = std::byte(uint8_t(data[k]) + 1);
+    });
+    CHECK(in_flight_seen == std::vector<int64_t>{1, 2, 2, 2, 2, 2, 2});
+    CHECK(engine.in_flight() == 0);
+    // Every record came back changed, in its place; padding untouched.
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      AlignedBuffer b(sizes[i]);
+      engine.wait(engine.read(file, b.data(), b.size(), stream.offset(i)));
+      bool changed = true;
+      for (int64_t k = 0; k < sizes[i]; ++k)
+        changed = changed && b.data()[k] == std::byte(uint8_t(record_byte(i, k)) + 1);
+      for (int64_t k = sizes[i]; k < b.size(); ++k)
+        changed = changed && b.data()[k] == std::byte{0};
+      INFO("record " << i);
+      CHECK(changed);
+    }
+    // A change that throws stops the stream with nothing left in flight; the records before it
+    // stay written.
+    CHECK_THROWS_WITH(stream.for_each(engine, file,
+                                      [](size_t i, std::byte* data, int64_t) {
+                                        if (i == 3) throw Error("record 3 refused");
+                                        data[0] = std::byte{0xEE};
+                                      }),
+                      Catch::Contains("record 3 refused"));
+    CHECK(engine.in_flight() == 0);
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      AlignedBuffer b(sizes[i]);
+      engine.wait(engine.read(file, b.data(), b.size(), stream.offset(i)));
+      INFO("record " << i);
+      CHECK((b.data()[0] == std::byte{0xEE}) == (i < 3));
+    }
+  }
+  CHECK_THROWS_WITH(io::RecordStream({4096}, 2), Catch::Contains("ring must be >= 3"));
 }

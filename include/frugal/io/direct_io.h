@@ -47,7 +47,9 @@ class AlignedBuffer {
 // makes that a frugal::Error naming the file.
 class DirectFile {
  public:
-  enum class Mode { read, write };  // write: created (or truncated) for reading and writing
+  // write: created (or truncated) for reading and writing; update: an existing file, for
+  // reading and writing in place.
+  enum class Mode { read, write, update };
   DirectFile(const std::filesystem::path& path, Mode mode, bool require_direct = false);
   ~DirectFile();
   DirectFile(DirectFile&& other) noexcept;
