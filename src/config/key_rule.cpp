@@ -1,6 +1,7 @@
 #include "frugal/config/key_rule.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -89,11 +90,6 @@ KeyRule KeyRule::not_empty(std::string message) {
 }
 
 std::string KeyRule::describe(const std::string& key) const {
-  auto join = [](const std::vector<std::string>& words) {
-    std::string out;
-    for (const auto& w : words) out += (out.empty() ? "" : ", ") + w;
-    return out;
-  };
   switch (kind_) {
     case Kind::any:
       return "";
@@ -110,9 +106,10 @@ std::string KeyRule::describe(const std::string& key) const {
       return has_lo_ ? fmt::format("{} {}", lo_open_ ? ">" : ">=", shown(lo_))
                      : fmt::format("<= {}", shown(hi_));
     case Kind::one_of:
-      return "one of: " + join(words_);
+      return fmt::format("one of: {}", fmt::join(words_, ", "));
     case Kind::registered:
-      return "one of: " + join(strategy_names(key)) + " (or a name registered from code)";
+      return fmt::format("one of: {} (or a name registered from code)",
+                         fmt::join(strategy_names(key), ", "));
     case Kind::pattern:
       return words_[2];
     case Kind::not_empty:

@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "frugal/config/hf_config.h"
@@ -24,7 +23,7 @@ namespace test_registered_model_hf {
 
 void write_config_json(const std::filesystem::path& dir, const nlohmann::json& config) {
   std::filesystem::create_directories(dir);
-  std::ofstream(dir / "config.json") << config.dump(2);
+  test::write_text(dir / "config.json", config.dump(2));
 }
 
 }  // namespace test_registered_model_hf
