@@ -85,6 +85,10 @@ std::string yaml_scalar(const MemoryAmount& v) {
   return v.fraction > 0 ? yaml_scalar(v.fraction) : std::to_string(v.bytes);
 }
 
+std::string yaml_scalar(const OptimizerPlace& v) {
+  return v.where == OptimizerPlace::nvme ? "nvme" : v ? "true" : "false";
+}
+
 std::string yaml_scalar(const std::array<double, 2>& v) {
   return "[" + yaml_scalar(v[0]) + ", " + yaml_scalar(v[1]) + "]";
 }
@@ -116,6 +120,7 @@ std::string yaml_type(const std::vector<int64_t>&) { return "list of int"; }
 std::string yaml_type(const std::vector<std::string>&) { return "list of string"; }
 std::string yaml_type(Bytes<const int64_t>) { return "bytes"; }
 std::string yaml_type(const MemoryAmount&) { return "bytes or fraction"; }
+std::string yaml_type(const OptimizerPlace&) { return "bool, ram or nvme"; }
 std::string yaml_type(const std::array<double, 2>&) { return "[float, float]"; }
 std::string yaml_type(const std::map<std::string, std::string>&) { return "map"; }
 

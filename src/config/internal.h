@@ -103,6 +103,7 @@ void decode(const Entry& e, std::vector<int64_t>& out);
 void decode(const Entry& e, std::vector<std::string>& out);
 void decode(const Entry& e, Bytes<int64_t> out);
 void decode(const Entry& e, MemoryAmount& out);
+void decode(const Entry& e, OptimizerPlace& out);
 void decode(const Entry& e, std::array<double, 2>& out);
 void decode(const Entry& e, std::map<std::string, std::string>& out);
 

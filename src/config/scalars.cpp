@@ -140,13 +140,18 @@ void decode(const Entry& e, double& out) {
   if (!parse_double(scalar(e, "a number"), out)) expected(e, "a number");
 }
 
-void decode(const Entry& e, bool& out) {
-  std::string s = scalar(e, "true or false");
+namespace {
+// YAML's spellings of a boolean into `out`, or the error that `what` was expected.
+void decode_bool_or(const Entry& e, bool& out, std::string_view what) {
+  std::string s = scalar(e, what);
   for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (s == "true" || s == "yes" || s == "on") return void(out = true);
   if (s == "false" || s == "no" || s == "off") return void(out = false);
-  expected(e, "true or false");
+  expected(e, what);
 }
+}  // namespace
+
+void decode(const Entry& e, bool& out) { decode_bool_or(e, out, "true or false"); }
 
 void decode(const Entry& e, std::vector<int64_t>& out) {
   constexpr std::string_view what = "a list of integers";
@@ -212,6 +217,22 @@ void decode(const Entry& e, MemoryAmount& out) {
   }
   out = MemoryAmount{};
   decode(e, Bytes<int64_t>{out.bytes});
+}
+
+void decode(const Entry& e, OptimizerPlace& out) {
+  constexpr std::string_view what = "false, true (= ram), ram or nvme";
+  const std::string& s = scalar(e, what);
+  if (s == "ram") {
+    out = OptimizerPlace::ram;
+  } else if (s == "nvme") {
+    out = OptimizerPlace::nvme;
+  } else if (s == "none") {
+    out = OptimizerPlace::none;
+  } else {
+    bool on = false;
+    decode_bool_or(e, on, what);
+    out = OptimizerPlace(on);
+  }
 }
 
 void decode(const Entry& e, std::array<double, 2>& out) {

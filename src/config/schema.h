@@ -178,6 +178,9 @@ void for_each_row(C& c, Visit&& visit) {
   visit("strategy.sharding", "prefetch", c.strategy.sharding.prefetch, R::at_least(0));
   visit("strategy.sharding", "accumulate_sharded", c.strategy.sharding.accumulate_sharded, any);
   visit("strategy.offload", "optimizer", c.strategy.offload.optimizer, any);
+  visit("strategy.offload", "nvme_path", c.strategy.offload.nvme_path, any);
+  visit("strategy.offload", "buffer_mb", c.strategy.offload.buffer_mb, R::greater_than(0));
+  visit("strategy.offload", "nvme_require_direct", c.strategy.offload.nvme_require_direct, any);
   visit("strategy.offload", "params", c.strategy.offload.params, any);
   visit("strategy.offload", "pin_memory", c.strategy.offload.pin_memory, any);
   visit("strategy.offload", "activations", c.strategy.offload.activations, any);

@@ -64,6 +64,7 @@ void check_value(const KeyRule& rule, const Checker& c, const std::string& key,
 }
 // (checked as it is read: scalars.cpp)
 void check_value(const KeyRule&, const Checker&, const std::string&, const MemoryAmount&) {}
+void check_value(const KeyRule&, const Checker&, const std::string&, const OptimizerPlace&) {}
 
 void check_rules(const Checker& c, const Config& config) {
   const std::optional<ModelSpec> spec = find_model_spec(config.model.type);
@@ -199,6 +200,12 @@ void check_strategy(const Checker& c, const StrategyConfig& s) {
     c.require(!traits || traits->shards_parameters, "strategy.offload.params",
               "needs strategy.sharding.mode zero3 (only zero3 shards the parameters), got '" +
                   s.sharding.mode + "'");
+  }
+  if (s.offload.optimizer.where == OptimizerPlace::nvme) {
+    c.require(!s.offload.nvme_path.empty(), "strategy.offload.nvme_path",
+              "is needed with offload.optimizer nvme: a directory on a fast local disk for the "
+              "optimizer state files",
+              "strategy.offload.optimizer");
   }
 }
 

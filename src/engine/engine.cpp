@@ -143,6 +143,7 @@ void Engine::setup(std::shared_ptr<torch::nn::Module> model,
 void Engine::reload_parameters() { update_->reload_from_device(); }
 
 StateDict Engine::state_dict() {
+  update_->bring_state_in();  // state kept on disk is read for the save
   const auto* update = update_.get();
   StateDict out = sharding_->state_dict(
       *model_, *optimizer_, [update](const at::Tensor& t) { return update->master_of(t); });
@@ -151,6 +152,7 @@ StateDict Engine::state_dict() {
 }
 
 bool Engine::load_state_dict(SavedState& saved) {
+  update_->bring_state_in();  // the masters' shapes, for state the load puts beside them
   const auto* update = update_.get();
   const bool same_layout = sharding_->load_state_dict(
       saved, *model_, *optimizer_, [update](const at::Tensor& t) { return update->master_of(t); });

@@ -1,5 +1,7 @@
 #include "frugal/io/direct_io.h"
 
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <liburing.h>
@@ -72,16 +74,38 @@ int64_t transfer_rest(const Request& r, int64_t done) {
 
 }  // namespace
 
-void AlignedBuffer::Free::operator()(std::byte* p) const { std::free(p); }
-
 AlignedBuffer::AlignedBuffer(int64_t bytes) : size_(direct_aligned(bytes)) {
   if (size_ == 0) return;
-  void* p = nullptr;
-  if (::posix_memalign(&p, kDirectAlignment, static_cast<size_t>(size_)) != 0 || !p)
-    throw Error(fmt::format("cannot allocate {} bytes of aligned host memory", size_));
-  std::memset(p, 0, static_cast<size_t>(size_));
-  data_.reset(static_cast<std::byte*>(p));
+  // Over-allocated by one alignment: torch's allocator aligns to 64 bytes only. The DataPtr is
+  // kept whole, so that it is freed by the allocator that gave it.
+  std::shared_ptr<c10::DataPtr> got;
+  try {
+    got = std::make_shared<c10::DataPtr>(
+        c10::GetCPUAllocator()->allocate(static_cast<size_t>(size_ + kDirectAlignment)));
+  } catch (const c10::Error& e) {
+    throw Error(fmt::format("cannot allocate {} bytes of aligned host memory: {}", size_,
+                            e.what_without_backtrace()));
+  }
+  const auto at = reinterpret_cast<uintptr_t>(got->get());
+  data_ = static_cast<std::byte*>(got->get()) +
+          (kDirectAlignment - static_cast<int64_t>(at % kDirectAlignment)) % kDirectAlignment;
+  owner_ = std::move(got);
+  std::memset(data_, 0, static_cast<size_t>(size_));
 }
+
+AlignedBuffer::AlignedBuffer(AlignedBuffer&& other) noexcept
+    : owner_(std::move(other.owner_)),
+      data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)) {}
+
+AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
+  owner_ = std::move(other.owner_);
+  data_ = std::exchange(other.data_, nullptr);
+  size_ = std::exchange(other.size_, 0);
+  return *this;
+}
+
+AlignedBuffer::~AlignedBuffer() = default;
 
 DirectFile::DirectFile(const std::filesystem::path& path, Mode mode, bool require_direct)
     : path_(path) {

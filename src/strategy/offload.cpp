@@ -101,28 +101,16 @@ void OptimizerOffload::step_pairs(torch::optim::Optimizer& optimizer,
   }, /*wait_host=*/true);
   // 2. The host step, of these masters only when they are not all of them.
   phase.emplace("offload/host_step");
-  auto& groups = optimizer.param_groups();
-  std::vector<std::vector<at::Tensor>> saved;
-  if (which.size() != pairs_.size()) {
+  if (which.size() == pairs_.size()) {
+    optimizer.step();
+  } else {
     std::vector<char> chosen(pairs_.size(), 0);
     for (size_t i : which) chosen[i] = 1;
-    for (auto& group : groups) {
-      saved.push_back(group.params());
-      std::vector<at::Tensor> subset;
-      for (const auto& m : group.params()) {
-        auto it = master_index_.find(m.unsafeGetTensorImpl());
-        if (it != master_index_.end() && chosen[it->second]) subset.push_back(m);
-      }
-      group.params() = std::move(subset);
-    }
+    step_only(optimizer, [&](const at::Tensor& m) {
+      auto it = master_index_.find(m.unsafeGetTensorImpl());
+      return it != master_index_.end() && chosen[it->second] != 0;
+    });
   }
-  try {
-    optimizer.step();
-  } catch (...) {
-    for (size_t g = 0; g < saved.size(); ++g) groups[g].params() = std::move(saved[g]);
-    throw;
-  }
-  for (size_t g = 0; g < saved.size(); ++g) groups[g].params() = std::move(saved[g]);
   // 3. Parameters back to the device, in their own dtype, on the side stream; the compute
   //    stream waits for them at the end of the step.
   phase.emplace("offload/copy_to_device");

@@ -179,6 +179,15 @@ TEST_CASE("config nested errors: names outside their closed sets", "[config][bad
   CHECK(error_for("strategy:\n  sharding: zero2\n  offload: {params: true}\n") ==
         "c.yaml:3:13: strategy.offload.params: needs strategy.sharding.mode zero3 (only zero3 "
         "shards the parameters), got 'zero2'");
+  // Offload's keys: where the optimizer goes, and nvme's directory and ring.
+  CHECK(error_for("strategy:\n  offload: {optimizer: disk}\n") ==
+        "c.yaml:2:13: strategy.offload.optimizer: expected false, true (= ram), ram or nvme, got "
+        "'disk'");
+  CHECK(error_for("strategy:\n  offload: {optimizer: nvme}\n") ==
+        "c.yaml:2:13: strategy.offload.nvme_path: is needed with offload.optimizer nvme: a "
+        "directory on a fast local disk for the optimizer state files");
+  CHECK(error_for("strategy:\n  offload: {optimizer: nvme, nvme_path: /x, buffer_mb: 0}\n") ==
+        "c.yaml:2:45: strategy.offload.buffer_mb: must be > 0, got 0");
   // The mixed precisions are accepted (the engine decides what it can run).
   CHECK_NOTHROW(load_config_string("strategy: {precision: bf16-mixed}\n", "c.yaml"));
   CHECK_NOTHROW(load_config_string("strategy: {precision: fp16-mixed}\n", "c.yaml"));

@@ -1,8 +1,10 @@
-// `frugal train` with strategy.offload.optimizer: the run, its whole checkpoint and a resume
-// from it end with the same parameters as the plain run, bit for bit.
+// `frugal train` with strategy.offload.optimizer (ram, and nvme: the state in files): the run,
+// its whole checkpoint and a resume from it end with the same parameters as the plain run, bit
+// for bit; so does a run with the state on disk resumed from its own checkpoint.
 #include <ATen/ATen.h>
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <map>
 
 #include "support/model_configs.h"
@@ -31,8 +33,14 @@ TEST_CASE("frugal train with an offloaded optimizer equals the plain run, resume
   run("--set run.name=offload --set strategy.offload.optimizer=true");
   run("--set run.name=resumed --set strategy.offload.optimizer=true --set run.resume=" +
       quote((dir / "offload" / "checkpoints" / "step_00000003").string()));
+  std::filesystem::create_directory(dir / "nvme_state");
+  const std::string nvme = " --set strategy.offload.optimizer=nvme --set strategy.offload.buffer_mb=0.05"
+                           " --set strategy.offload.nvme_path=" + quote((dir / "nvme_state").string());
+  run("--set run.name=nvme" + nvme);
+  run("--set run.name=nvme_resumed" + nvme + " --set run.resume=" +
+      quote((dir / "nvme" / "checkpoints" / "step_00000003").string()));
   const auto plain = exported_weights(dir / "plain", dir / "plain.safetensors");
-  for (const char* name : {"offload", "resumed"}) {
+  for (const char* name : {"offload", "resumed", "nvme", "nvme_resumed"}) {
     INFO(name);
     const auto other = exported_weights(dir / name, dir / (std::string(name) + ".safetensors"));
     REQUIRE(other.size() == plain.size());

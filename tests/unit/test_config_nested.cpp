@@ -229,6 +229,9 @@ TEST_CASE("config nested: to_yaml writes sub-sections as nested maps and reads t
         "    accumulate_sharded: true\n"
         "  offload:\n"
         "    optimizer: false\n"
+        "    nvme_path: \"\"\n"
+        "    buffer_mb: 64.0\n"
+        "    nvme_require_direct: false\n"
         "    params: false\n"
         "    pin_memory: true\n"
         "    activations: false\n"
@@ -252,6 +255,10 @@ TEST_CASE("config nested: to_yaml writes sub-sections as nested maps and reads t
     c.strategy.checkpointing = {"selective", 5, {"mlp", "attn", "mlp"}};
     c.strategy.sharding = {"zero3", 0.5, "size", 3.5, "bf16", "fp32", 2, false};
     c.memory = {7, 9, INT64_MAX, true, "system", 12345};
+    c.strategy.offload.optimizer = OptimizerPlace::nvme;
+    c.strategy.offload.nvme_path = "/scratch";
+    c.strategy.offload.buffer_mb = 0.25;
+    c.strategy.offload.nvme_require_direct = true;
     const std::string text = frugal::to_yaml(c);
     INFO(text);
     CHECK(text.find("  budget: 9223372036854775807\n") != std::string::npos);  // bytes
@@ -280,6 +287,24 @@ TEST_CASE("config nested: to_yaml writes sub-sections as nested maps and reads t
     CHECK_FALSE(back.strategy.sharding.accumulate_sharded);
     CHECK(back.memory.host_allocator == "system");
     CHECK(back.strategy.sharding.bucket_mb == 0.5);
+    CHECK(text.find("    optimizer: nvme\n") != std::string::npos);
+    CHECK(back.strategy.offload.optimizer == OptimizerPlace::nvme);
+    CHECK(back.strategy.offload.nvme_path == "/scratch");
+    CHECK(back.strategy.offload.buffer_mb == 0.25);
+    CHECK(back.strategy.offload.nvme_require_direct);
+  }
+  SECTION("offload.optimizer reads booleans, ram and nvme") {
+    for (const auto& [spelling, where] :
+         std::vector<std::pair<std::string, OptimizerPlace::Where>>{{"true", OptimizerPlace::ram},
+                                                                    {"false", OptimizerPlace::none},
+                                                                    {"ram", OptimizerPlace::ram},
+                                                                    {"nvme", OptimizerPlace::nvme}}) {
+      INFO(spelling);
+      const std::string nvme = spelling == "nvme" ? ", nvme_path: /x" : "";
+      const Config c = load_config_string(
+          "strategy: {offload: {optimizer: " + spelling + nvme + "}}\n", "o.yaml");
+      CHECK(c.strategy.offload.optimizer == OptimizerPlace(where));
+    }
   }
 }
 

@@ -79,6 +79,7 @@ if [ $mode = check ]; then
   check_row offload "optimizer offload" "within 1e-5 of the device-only run"
   check_row zero3 "zero3 at world 1 under frugal launch" "within 1e-6 of the plain run"
   check_row offload-params "zero3 + params + optimizer offload" "within 1e-5 of the plain run"
+  check_row offload-nvme "optimizer state on disk (offload.optimizer nvme)" "bit-exact against optimizer offload in RAM"
   check_row lora "LoRA (rank 8, all-linear), bf16-mixed" "losses within 5% relative of the CPU fp32 LoRA run"
   check_row qlora "QLoRA (NF4 base, width 128), bf16-mixed" "losses within 5% relative of the CPU fp32 QLoRA run"
   check_row nccl-cases "Catch2 [cuda][dist] cases (NCCL)" "every case passes"
@@ -392,6 +393,18 @@ row_offload_params() {
   trained offload-params launch --set strategy.sharding=zero3 --set strategy.offload.optimizer=true \
     --set strategy.offload.params=true || { row offload-params "$(why_failed offload-params $?)"; return; }
   same_weights offload-params offload-params fp32 1e-5 "host memory: $(pinning offload-params)"
+}
+
+# The masters and Adam's moments in a scratch file on the machine's disk, streamed through a
+# small ring (several records per step): the same host step on the same values as RAM offload.
+row_offload_nvme() {
+  trained offload-opt train --set strategy.offload.optimizer=true || { row offload-nvme "$(why_failed offload-opt $? reference)"; return; }
+  mkdir -p "$work/nvme"
+  trained offload-nvme train --set strategy.offload.optimizer=nvme --set strategy.offload.nvme_path="$work/nvme" \
+    --set strategy.offload.buffer_mb=0.5 || { row offload-nvme "$(why_failed offload-nvme $?)"; return; }
+  local how
+  how=$(grep -o "refuses O_DIRECT" "$logs/offload-nvme.log" | head -1)
+  same_weights offload-nvme offload-nvme offload-opt 0 "${how:-O_DIRECT}"
 }
 
 # finetune_row ID ARGS...: the tiny GPT fine-tuned as ARGS say, bf16-mixed on the device

@@ -276,9 +276,29 @@ struct ShardingConfig {
   bool accumulate_sharded = true;
 };
 
-// Model state in host memory (ZeRO-Offload).
+// Where strategy.offload.optimizer keeps the fp32 master weights and the optimizer state the
+// host step updates: nowhere (no offload, YAML false), host memory (ram, YAML true), or files
+// on a fast local disk streamed through a bounded ring of host buffers (nvme,
+// strategy/nvme_offload.h). Converts from bool, so `offload.optimizer = true` still reads.
+struct OptimizerPlace {
+  enum Where { none, ram, nvme };
+  Where where = none;
+  OptimizerPlace() = default;
+  OptimizerPlace(bool on) : where(on ? ram : none) {}  // NOLINT: implicit on purpose
+  OptimizerPlace(Where w) : where(w) {}                // NOLINT
+  explicit operator bool() const { return where != none; }
+  bool operator==(const OptimizerPlace& o) const { return where == o.where; }
+  bool operator!=(const OptimizerPlace& o) const { return where != o.where; }
+};
+
+// Model state in host memory (ZeRO-Offload), or past it on disk (ZeRO-Infinity).
 struct OffloadConfig {
-  bool optimizer = false;  // fp32 master weights and optimizer state on the host; host step
+  OptimizerPlace optimizer;  // fp32 master weights and optimizer state off the device; host step
+  std::string nvme_path;     // optimizer: nvme: the directory its (scratch) state files go in
+  double buffer_mb = 64.0;   // optimizer: nvme: the ring of host buffers the state streams through
+  // optimizer: nvme on a filesystem that refuses O_DIRECT: an error (true), or a warning and
+  // cached I/O (false).
+  bool nvme_require_direct = false;
   bool params = false;     // zero3: the parameter shards themselves on the host
   // Activations backward needs, in host memory until backward (strategy/activation_offload.h):
   // checkpointed units' inputs, or without checkpointing what every block saves.

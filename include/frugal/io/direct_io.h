@@ -24,21 +24,24 @@ inline int64_t direct_aligned(int64_t bytes) {
   return (bytes + kDirectAlignment - 1) / kDirectAlignment * kDirectAlignment;
 }
 
-// Host memory aligned for direct transfers, zero-filled, freed with the object.
+// Host memory aligned for direct transfers, zero-filled, freed with the object. It comes from
+// torch's CPU allocator, so that frugal's CPU memory tracking and memory.budget count it (the
+// NVMe offload's ring is part of a run's host memory).
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;
   explicit AlignedBuffer(int64_t bytes);  // rounded up to kDirectAlignment
-  AlignedBuffer(AlignedBuffer&&) noexcept = default;
-  AlignedBuffer& operator=(AlignedBuffer&&) noexcept = default;
-  std::byte* data() const { return data_.get(); }
+  AlignedBuffer(AlignedBuffer&& other) noexcept;
+  AlignedBuffer& operator=(AlignedBuffer&& other) noexcept;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  ~AlignedBuffer();
+  std::byte* data() const { return data_; }
   int64_t size() const { return size_; }
 
  private:
-  struct Free {
-    void operator()(std::byte* p) const;
-  };
-  std::unique_ptr<std::byte, Free> data_;
+  std::shared_ptr<void> owner_;  // what the allocator gave (data_ is aligned inside it)
+  std::byte* data_ = nullptr;
   int64_t size_ = 0;
 };
 

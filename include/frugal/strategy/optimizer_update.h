@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/optim/optimizer.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -52,6 +53,10 @@ class OptimizerUpdate {
   virtual void reload_from_device() {}
   // The tensor the optimizer steps, and keeps its state under, for `p` (p itself here).
   virtual at::Tensor master_of(const at::Tensor& p) const { return p; }
+  // Before the optimizer's state is read or replaced outside the step (a checkpoint's save or
+  // load): state kept elsewhere (NVMe offload's file) is brought into host memory, where the
+  // optimizer's own tensors hold it until the next step.
+  virtual void bring_state_in() {}
 
  protected:
   // What a subclass that can overlap backward provides: whether it can, the pipeline's start
@@ -68,6 +73,13 @@ class OptimizerUpdate {
   bool overlapping_ = false;
 };
 
+// Steps only the optimizer's parameters for which `chosen` is true: its groups are cut down to
+// them for the call and restored after it (also when it throws). The optimizers frugal offers
+// update each parameter from its own gradient and state, so this is the full step's update of
+// those parameters.
+void step_only(torch::optim::Optimizer& optimizer,
+               const std::function<bool(const at::Tensor&)>& chosen);
+
 // What decides where the update runs.
 struct UpdateChoice {
   OffloadConfig offload;        // strategy.offload: offload.optimizer moves it to the host
@@ -77,9 +89,9 @@ struct UpdateChoice {
   bool free_gradients = true;   // in_backward drops each gradient (no sharding owns them)
 };
 
-// The one factory of updates: InBackwardUpdate for in_backward, OptimizerOffload for
-// offload.optimizer (unless offload.params already keeps the shards on the host), the plain
-// update otherwise. Throws frugal::Error for in_backward with clipping, loss scaling or
+// The one factory of updates: InBackwardUpdate for in_backward, NvmeOptimizerOffload for
+// offload.optimizer nvme, OptimizerOffload for offload.optimizer ram (unless offload.params
+// already keeps the shards on the host), the plain update otherwise. Throws frugal::Error for in_backward with clipping, loss scaling or
 // offload.optimizer. Call before the optimizer's first step: offload replaces its parameters
 // by host masters.
 std::shared_ptr<OptimizerUpdate> make_optimizer_update(const UpdateChoice& choice,

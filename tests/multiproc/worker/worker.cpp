@@ -18,7 +18,11 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -146,7 +150,11 @@ int ddp() {
   // The same with DDP handed in code (Engine::set_sharding) while strategy.sharding.mode stays
   // "none": the engine must ask the sharding, not the config, whether gradients live in its
   // buckets (dropping them would leave the buckets stale and the ranks drifting apart).
-  auto offloaded_run = [&](bool offload, bool ddp_in_code, int64_t* pipelined) {
+  // The optimizer state on disk (each rank its own scratch file): the same parameters too.
+  const std::filesystem::path scratch =
+      std::filesystem::temp_directory_path() / fmt::format("frugal-worker-{}", ::getpid());
+  std::filesystem::create_directories(scratch);
+  auto offloaded_run = [&](OptimizerPlace offload, bool ddp_in_code, int64_t* pipelined) {
     at::manual_seed(1);
     auto mlp = torch::nn::Sequential(torch::nn::Linear(16, 64), torch::nn::Linear(64, 64),
                                      torch::nn::Linear(64, 4));
@@ -155,6 +163,8 @@ int ddp() {
     o.sharding.mode = ddp_in_code ? "none" : "ddp";
     o.sharding.bucket_mb = 0.01;
     o.offload.optimizer = offload;
+    o.offload.nvme_path = scratch.string();
+    o.offload.buffer_mb = 0.01;
     Engine e(EngineOptions{o, 0.0}, comm);
     if (ddp_in_code) e.set_sharding(std::make_shared<dist::DataParallel>(comm, 0.01));
     e.setup(mlp.ptr(), std::make_shared<torch::optim::SGD>(
@@ -171,7 +181,10 @@ int ddp() {
   const auto plain_params = offloaded_run(false, false, nullptr);
   const auto offloaded_params = offloaded_run(true, false, &pipelined);
   const auto in_code_params = offloaded_run(true, true, &pipelined_in_code);
+  const auto nvme_params = offloaded_run(OptimizerPlace::nvme, false, nullptr);
+  std::filesystem::remove_all(scratch);
   for (size_t i = 0; i < plain_params.size(); ++i) {
+    require(at::equal(plain_params[i], nvme_params[i]), "ddp with the optimizer state on disk");
     require(at::equal(plain_params[i], offloaded_params[i]), "ddp with a pipelined offload step");
     require(at::equal(plain_params[i], in_code_params[i]),
             "ddp set in code, offload on, sharding.mode none: the plain ddp run's parameters");
@@ -407,6 +420,17 @@ int zero() {
     require(worst < 5e-2, "param_dtype bf16: parameters near the fp32 reference");
   }
   {
+    // A scratch directory for the optimizer state on disk (each rank's file its own).
+    const std::filesystem::path scratch =
+        std::filesystem::temp_directory_path() / fmt::format("frugal-worker-{}", ::getpid());
+    std::filesystem::create_directories(scratch);
+    struct Removed {
+      std::filesystem::path dir;
+      ~Removed() {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+      }
+    } removed{scratch};
     // Offload composes with sharding: each rank's shard steps on the host (host to host
     // here), bit for bit as without offload.
     int64_t pipelined = 0;
@@ -431,6 +455,16 @@ int zero() {
       for (const auto& [k, v] : plain) equal = equal && at::equal(v, offloaded.at(k));
       require(equal, mode + " with offload.optimizer: the same parameters as without");
       report["offload_exact"][mode + "/optimizer"] = equal;
+      // The masters and state of this rank's shards on disk, in its own scratch file.
+      sc.offload.optimizer = OptimizerPlace::nvme;
+      sc.offload.nvme_path = scratch.string();
+      sc.offload.buffer_mb = 0.02;
+      const auto on_disk = params_of(sc, clip);
+      bool same_on_disk = true;
+      for (const auto& [k, v] : plain) same_on_disk = same_on_disk && at::equal(v, on_disk.at(k));
+      require(same_on_disk, mode + " with the optimizer state on disk: the same parameters");
+      report["offload_exact"][mode + "/nvme"] = same_on_disk;
+      sc.offload.optimizer = true;
       // Without clipping the host steps each unit's shards as soon as they are reduced,
       // while backward goes on: still the same parameters.
       sc.offload.optimizer = false;
@@ -450,6 +484,12 @@ int zero() {
         for (const auto& [k, v] : plain) same = same && at::equal(v, host_shards.at(k));
         require(same, "zero3 with offload.params: the same parameters as without");
         report["offload_exact"]["zero3/params"] = same;
+        sc.offload.optimizer = OptimizerPlace::nvme;  // the shards on the host, their state on disk
+        const auto host_and_disk = params_of(sc, clip);
+        bool same_both = true;
+        for (const auto& [k, v] : plain) same_both = same_both && at::equal(v, host_and_disk.at(k));
+        require(same_both, "zero3 with offload.params and the state on disk: the same parameters");
+        report["offload_exact"]["zero3/params+nvme"] = same_both;
       }
     }
   }

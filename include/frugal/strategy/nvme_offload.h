@@ -1,0 +1,119 @@
+// Optimizer offload past host memory (strategy.offload.optimizer: nvme), after DeepSpeed's
+// ZeRO-Infinity: the fp32 master weights and the optimizer state live in a scratch file on a
+// fast local disk, and each step streams them through a bounded ring of host buffers
+// (io/record_stream.h): while parameter group i is stepped on the host, group i+1 is being read
+// and group i-1 written back, by direct I/O through io_uring (io/direct_io.h). Host memory is
+// the ring (strategy.offload.buffer_mb) plus one group's gradients, whatever the state's size.
+//
+// The file holds one entry per parameter (the master, then each state tensor of
+// optim/param_state.h's kinds, 64-byte aligned, the entry padded to 4 KiB), in the optimizer's
+// parameter order; a record the ring moves is a run of entries. The layout is learnt on the
+// first step (the optimizer creates its state then): that step takes the parameters one at a
+// time, the steps after it stream records. Between steps the masters and the state tensors
+// hold no memory (0 elements); bring_state_in() reads them into host memory for a checkpoint,
+// and the next step lets that memory go. The file is unlinked as soon as it is opened: it is
+// scratch, gone with the process however it ends (a checkpoint holds the state to resume).
+//
+// The arithmetic is the optimizer's own on the same values: a run equals RAM offload's (and the
+// plain run's on the CPU) bit for bit.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/optim/optimizer.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "frugal/strategy/optimizer_update.h"
+
+namespace frugal {
+namespace io {
+class DirectFile;
+class IoEngine;
+class RecordStream;
+}  // namespace io
+
+struct NvmeOffloadOptions {
+  std::filesystem::path dir;             // strategy.offload.nvme_path
+  int64_t buffer_bytes = int64_t{64} << 20;  // strategy.offload.buffer_mb: the ring's total
+  bool require_direct = false;           // strategy.offload.nvme_require_direct
+};
+
+class NvmeOptimizerOffload final : public OptimizerUpdate {
+ public:
+  // Replaces every parameter of `optimizer`'s groups with a master that lives on disk (before
+  // its first step; a stepped optimizer is a frugal::Error). A missing or unwritable directory
+  // is a frugal::Error naming it; a filesystem without O_DIRECT is a warning (cached I/O) or,
+  // with require_direct, an error.
+  NvmeOptimizerOffload(torch::optim::Optimizer& optimizer, const NvmeOffloadOptions& options);
+  ~NvmeOptimizerOffload() override;
+  NvmeOptimizerOffload(const NvmeOptimizerOffload&) = delete;
+  NvmeOptimizerOffload& operator=(const NvmeOptimizerOffload&) = delete;
+
+  void zero_device_grads(bool set_to_none) override;
+  // Parameters were written on the device outside the step (a resume, an edit): the masters
+  // follow them and the state (now in host memory) is laid out again by the next step.
+  void reload_from_device() override;
+  // The master for device tensor `p`. A master itself maps to its device tensor: between
+  // steps the master is on disk, and the device copy holds its values (in the device's dtype).
+  at::Tensor master_of(const at::Tensor& p) const override;
+  void bring_state_in() override;
+
+  // Figures: the state file's size, the host memory the ring and the gradient scratch take,
+  // whether transfers bypass the page cache, the engine's back end, records per step.
+  int64_t file_bytes() const;
+  int64_t host_buffer_bytes() const;
+  bool direct() const;
+  const char* backend() const;
+  int64_t records() const { return static_cast<int64_t>(records_.size()); }
+
+ protected:
+  void step(torch::optim::Optimizer& optimizer) override;
+
+ private:
+  struct Pair {
+    at::Tensor device;  // what the model (or the sharding) computes with
+    at::Tensor master;  // the optimizer's parameter: fp32 (or wider), on disk between steps
+    std::vector<int64_t> sizes;
+    at::ScalarType dtype;
+  };
+  // A tensor of an entry: where it sits from the entry's start, its shape and dtype.
+  struct Placed {
+    at::Tensor tensor;  // the optimizer's own (its storage is swapped, the object stays)
+    int64_t at = 0;
+    std::vector<int64_t> sizes;
+    at::ScalarType dtype;
+  };
+  struct Entry {
+    size_t pair = 0;
+    int64_t offset = 0, bytes = 0;  // in the file, 4 KiB aligned
+    std::vector<Placed> tensors;    // [0] the master, then the state kinds
+  };
+  struct Record {
+    size_t first = 0, last = 0;  // entries [first, last)
+    int64_t offset = 0;
+  };
+
+  void lay_out_step(torch::optim::Optimizer& optimizer);  // the first step after a (re)start
+  void stream_step(torch::optim::Optimizer& optimizer);
+  // Gradients of `pairs` from the device into the scratch, as their masters' .grad.
+  void take_gradients(const std::vector<size_t>& pairs);
+  void release_host_copies();  // every master and state tensor back to 0 elements
+
+  NvmeOffloadOptions options_;
+  std::vector<Pair> pairs_;
+  std::unordered_map<const c10::TensorImpl*, size_t> index_;         // by device tensor
+  std::unordered_map<const c10::TensorImpl*, size_t> master_index_;  // by master
+  std::unique_ptr<io::DirectFile> file_;
+  std::unique_ptr<io::IoEngine> engine_;
+  std::unique_ptr<io::RecordStream> stream_;
+  std::vector<Entry> entries_;  // empty until the first step lays the file out
+  std::vector<Record> records_;
+  at::Tensor grad_scratch_;     // bytes: the gradients of one record
+  bool state_in_memory_ = false;  // bring_state_in ran since the last step
+};
+
+}  // namespace frugal

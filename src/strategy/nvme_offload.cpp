@@ -1,0 +1,295 @@
+#include "frugal/strategy/nvme_offload.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <torch/utils.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <system_error>
+
+#include "frugal/io/direct_io.h"
+#include "frugal/io/record_stream.h"
+#include "frugal/optim/param_state.h"
+#include "frugal/util/error.h"
+#include "frugal/util/log.h"
+#include "frugal/util/trace.h"
+
+namespace frugal {
+namespace {
+
+constexpr const char* kKey = "strategy.offload.nvme_path";
+
+int64_t aligned64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
+
+int64_t nbytes(const std::vector<int64_t>& sizes, at::ScalarType dtype) {
+  int64_t n = 1;
+  for (int64_t d : sizes) n *= d;
+  return n * static_cast<int64_t>(c10::elementSize(dtype));
+}
+
+// Points `t` (keeping the object the optimizer holds) at `bytes`, with its own shape and dtype;
+// the memory is not owned: the caller keeps it alive while `t` uses it.
+void point_at(at::Tensor& t, std::byte* bytes, const std::vector<int64_t>& sizes,
+              at::ScalarType dtype) {
+  t.set_(at::from_blob(bytes, sizes, at::TensorOptions().dtype(dtype)));
+}
+
+// A scratch file under `dir` for this process, unlinked once open (see the header).
+std::unique_ptr<io::DirectFile> open_scratch(const std::filesystem::path& dir, bool require_direct) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    throw Error(fmt::format("{}: '{}' is not a directory (create it on a fast local disk)", kKey,
+                            dir.string()));
+  }
+  static std::atomic<int> counter{0};
+  const auto path = dir / fmt::format("frugal-optimizer-state.{}.{}", ::getpid(), counter++);
+  std::unique_ptr<io::DirectFile> file;
+  try {
+    file = std::make_unique<io::DirectFile>(path, io::DirectFile::Mode::write, require_direct);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", kKey, e.what()));
+  }
+  std::filesystem::remove(path, ec);
+  if (!file->direct()) {
+    log::warn(fmt::format("{}: '{}' refuses O_DIRECT: the optimizer state goes through the page "
+                          "cache (slower, and it competes with training for host memory; "
+                          "strategy.offload.nvme_require_direct makes this an error)",
+                          kKey, dir.string()));
+  }
+  return file;
+}
+
+}  // namespace
+
+NvmeOptimizerOffload::NvmeOptimizerOffload(torch::optim::Optimizer& optimizer,
+                                           const NvmeOffloadOptions& options)
+    : options_(options) {
+  if (!optimizer.state().empty()) {
+    throw Error("strategy.offload.optimizer: set up before the optimizer's first step");
+  }
+  file_ = open_scratch(options.dir, options.require_direct);
+  engine_ = std::make_unique<io::IoEngine>(8);
+  torch::NoGradGuard no_grad;
+  for (auto& group : optimizer.param_groups()) {
+    for (auto& p : group.params()) {
+      // Masters in fp32 at least, as RAM offload's (a bf16 model's updates would round away).
+      const at::ScalarType dtype =
+          at::isFloatingType(p.scalar_type()) && c10::elementSize(p.scalar_type()) < 4
+              ? at::kFloat
+              : p.scalar_type();
+      at::Tensor master = at::empty({0}, at::TensorOptions().dtype(dtype));
+      master.requires_grad_(p.requires_grad());
+      index_[p.unsafeGetTensorImpl()] = pairs_.size();
+      master_index_[master.unsafeGetTensorImpl()] = pairs_.size();
+      pairs_.push_back({p, master, p.sizes().vec(), dtype});
+      p = master;  // the optimizer now steps the master
+    }
+  }
+}
+
+NvmeOptimizerOffload::~NvmeOptimizerOffload() = default;
+
+void NvmeOptimizerOffload::take_gradients(const std::vector<size_t>& pairs) {
+  int64_t at = 0;
+  for (size_t i : pairs) {
+    Pair& pair = pairs_[i];
+    const at::Tensor& g = pair.device.grad();
+    if (!pair.master.requires_grad() || !g.defined()) {
+      pair.master.mutable_grad() = at::Tensor();
+      continue;
+    }
+    at::Tensor host = at::from_blob(grad_scratch_.data_ptr<uint8_t>() + at, pair.sizes,
+                                    at::TensorOptions().dtype(pair.dtype));
+    host.copy_(g);
+    pair.master.mutable_grad() = host;
+    at += aligned64(nbytes(pair.sizes, pair.dtype));
+  }
+}
+
+void NvmeOptimizerOffload::step(torch::optim::Optimizer& optimizer) {
+  torch::NoGradGuard no_grad;
+  if (entries_.empty()) {
+    lay_out_step(optimizer);
+  } else {
+    stream_step(optimizer);
+  }
+  state_in_memory_ = false;
+}
+
+void NvmeOptimizerOffload::lay_out_step(torch::optim::Optimizer& optimizer) {
+  trace::Range phase("offload/nvme_lay_out");
+  entries_.clear();
+  records_.clear();
+  stream_.reset();
+  int64_t file_end = 0, largest_grads = 0;
+  for (const Pair& pair : pairs_) largest_grads = std::max(largest_grads, aligned64(nbytes(pair.sizes, pair.dtype)));
+  grad_scratch_ = at::empty({largest_grads}, at::TensorOptions().dtype(at::kByte));
+  // One parameter at a time: its master from the device (or from host memory after
+  // bring_state_in), its step (creating its state), then its entry written and its memory freed.
+  for (size_t i = 0; i < pairs_.size(); ++i) {
+    Pair& pair = pairs_[i];
+    pair.master.set_(at::empty(pair.sizes, at::TensorOptions().dtype(pair.dtype)));
+    pair.master.copy_(pair.device);
+    take_gradients({i});
+    step_only(optimizer, [&](const at::Tensor& m) {
+      return m.unsafeGetTensorImpl() == pair.master.unsafeGetTensorImpl();
+    });
+    pair.device.copy_(pair.master);
+    pair.master.mutable_grad() = at::Tensor();
+    Entry entry;
+    entry.pair = i;
+    entry.offset = file_end;
+    int64_t at = 0;
+    auto place = [&](const at::Tensor& t) {
+      if (!t.is_contiguous() || !t.device().is_cpu()) {
+        throw Error("strategy.offload.optimizer nvme: the optimizer keeps a state tensor that is "
+                    "not contiguous host memory");
+      }
+      entry.tensors.push_back({t, at, t.sizes().vec(), t.scalar_type()});
+      at += aligned64(static_cast<int64_t>(t.nbytes()));
+    };
+    place(pair.master);
+    // "step" is a count the optimizer's state object keeps itself (returned as a new tensor).
+    for (const auto& [kind, t] : param_state_tensors(optimizer, pair.master)) {
+      if (kind != "step" && t.defined()) place(t);
+    }
+    entry.bytes = io::direct_aligned(at);
+    io::AlignedBuffer staging(entry.bytes);
+    for (const Placed& p : entry.tensors) {
+      std::memcpy(staging.data() + p.at, p.tensor.data_ptr(), p.tensor.nbytes());
+    }
+    engine_->wait(engine_->write(*file_, staging.data(), entry.bytes, entry.offset));
+    file_end += entry.bytes;
+    for (Placed& p : entry.tensors) p.tensor.set_();  // the file holds it now
+    entries_.push_back(std::move(entry));
+  }
+  // Records: runs of entries of at most a third of the ring each (a larger entry alone).
+  const int64_t slot = std::max<int64_t>(options_.buffer_bytes / 3, io::kDirectAlignment);
+  std::vector<int64_t> record_bytes;
+  for (size_t e = 0; e < entries_.size(); ++e) {
+    if (records_.empty() || record_bytes.back() + entries_[e].bytes > slot) {
+      records_.push_back({e, e, entries_[e].offset});
+      record_bytes.push_back(0);
+    }
+    records_.back().last = e + 1;
+    record_bytes.back() += entries_[e].bytes;
+  }
+  int64_t largest_record_grads = 0;
+  for (const Record& r : records_) {
+    int64_t g = 0;
+    for (size_t e = r.first; e < r.last; ++e) {
+      const Pair& pair = pairs_[entries_[e].pair];
+      g += aligned64(nbytes(pair.sizes, pair.dtype));
+    }
+    largest_record_grads = std::max(largest_record_grads, g);
+  }
+  grad_scratch_ = at::empty({largest_record_grads}, at::TensorOptions().dtype(at::kByte));
+  if (!record_bytes.empty()) stream_ = std::make_unique<io::RecordStream>(record_bytes, 3);
+}
+
+void NvmeOptimizerOffload::stream_step(torch::optim::Optimizer& optimizer) {
+  trace::Range phase("offload/nvme_step");
+  std::vector<char> chosen(pairs_.size(), 0);
+  stream_->for_each(*engine_, *file_, [&](size_t r, std::byte* data, int64_t) {
+    const Record& record = records_[r];
+    std::vector<size_t> which;
+    for (size_t e = record.first; e < record.last; ++e) {
+      Entry& entry = entries_[e];
+      for (Placed& p : entry.tensors) {
+        point_at(p.tensor, data + (entry.offset - record.offset) + p.at, p.sizes, p.dtype);
+      }
+      which.push_back(entry.pair);
+      chosen[entry.pair] = 1;
+    }
+    take_gradients(which);
+    step_only(optimizer, [&](const at::Tensor& m) {
+      auto it = master_index_.find(m.unsafeGetTensorImpl());
+      return it != master_index_.end() && chosen[it->second] != 0;
+    });
+    for (size_t i : which) {
+      pairs_[i].device.copy_(pairs_[i].master);
+      pairs_[i].master.mutable_grad() = at::Tensor();
+      chosen[i] = 0;
+    }
+    // The ring slot is reused for another record: nothing may keep pointing into it.
+    for (size_t e = record.first; e < record.last; ++e) {
+      for (Placed& p : entries_[e].tensors) p.tensor.set_();
+    }
+  });
+}
+
+void NvmeOptimizerOffload::bring_state_in() {
+  if (state_in_memory_) return;
+  torch::NoGradGuard no_grad;
+  state_in_memory_ = true;
+  if (entries_.empty()) {
+    // Not laid out yet: the state (if any) is the optimizer's in host memory already; the
+    // masters take their shapes and values from the device (what a load expects of them).
+    for (Pair& pair : pairs_) {
+      pair.master.set_(at::empty(pair.sizes, at::TensorOptions().dtype(pair.dtype)));
+      pair.master.copy_(pair.device);
+    }
+    return;
+  }
+  int64_t largest = 0;
+  for (const Entry& entry : entries_) largest = std::max(largest, entry.bytes);
+  io::AlignedBuffer staging(largest);
+  for (Entry& entry : entries_) {
+    engine_->wait(engine_->read(*file_, staging.data(), entry.bytes, entry.offset));
+    for (Placed& p : entry.tensors) {
+      p.tensor.set_(at::empty(p.sizes, at::TensorOptions().dtype(p.dtype)));
+      std::memcpy(p.tensor.data_ptr(), staging.data() + p.at, p.tensor.nbytes());
+    }
+  }
+}
+
+void NvmeOptimizerOffload::reload_from_device() {
+  // The state stays the optimizer's (in host memory: a load replaced it, or it is brought in);
+  // the next step takes the masters from the device and lays the file out again.
+  bring_state_in();
+  torch::NoGradGuard no_grad;
+  for (Pair& pair : pairs_) pair.master.copy_(pair.device);
+  entries_.clear();
+  records_.clear();
+  stream_.reset();
+  state_in_memory_ = false;
+}
+
+void NvmeOptimizerOffload::zero_device_grads(bool set_to_none) {
+  for (Pair& pair : pairs_) {
+    if (!pair.device.grad().defined()) continue;
+    if (set_to_none) {
+      pair.device.mutable_grad().reset();
+    } else {
+      pair.device.mutable_grad().zero_();
+    }
+  }
+}
+
+at::Tensor NvmeOptimizerOffload::master_of(const at::Tensor& p) const {
+  if (auto it = index_.find(p.unsafeGetTensorImpl()); it != index_.end()) {
+    return pairs_[it->second].master;
+  }
+  if (auto it = master_index_.find(p.unsafeGetTensorImpl()); it != master_index_.end()) {
+    return pairs_[it->second].master.numel() == 0 ? pairs_[it->second].device : p;
+  }
+  return p;
+}
+
+int64_t NvmeOptimizerOffload::file_bytes() const {
+  return entries_.empty() ? 0 : entries_.back().offset + entries_.back().bytes;
+}
+
+int64_t NvmeOptimizerOffload::host_buffer_bytes() const {
+  return (stream_ ? stream_->buffer_bytes() : 0) +
+         (grad_scratch_.defined() ? static_cast<int64_t>(grad_scratch_.nbytes()) : 0);
+}
+
+bool NvmeOptimizerOffload::direct() const { return file_->direct(); }
+
+const char* NvmeOptimizerOffload::backend() const { return io::backend_name(engine_->backend()); }
+
+}  // namespace frugal
