@@ -157,4 +157,37 @@ void set_param_state(torch::optim::Optimizer& optimizer, const at::Tensor& param
   optimizer.state()[param.unsafeGetTensorImpl()] = std::move(state);
 }
 
+namespace {
+// Calls with(state) for the parameter's state object when its type keeps a step count.
+template <class With>
+bool with_step_state(torch::optim::Optimizer& optimizer, const at::Tensor& param, With with) {
+  auto& states = optimizer.state();
+  auto it = states.find(param.unsafeGetTensorImpl());
+  if (it == states.end()) return false;
+  torch::optim::OptimizerParamState* s = it->second.get();
+  if (auto* a = dynamic_cast<torch::optim::AdamWParamState*>(s)) return with(*a), true;
+  if (auto* a = dynamic_cast<torch::optim::AdamParamState*>(s)) return with(*a), true;
+  if (auto* a = dynamic_cast<AdamW8bitParamState*>(s)) return with(*a), true;
+  if (auto* a = dynamic_cast<AdafactorParamState*>(s)) return with(*a), true;
+  return false;
+}
+}  // namespace
+
+int64_t param_state_step(torch::optim::Optimizer& optimizer, const at::Tensor& param) {
+  int64_t step = -1;
+  with_step_state(optimizer, param, [&](auto& s) { step = s.step(); });
+  return step;
+}
+
+void set_param_state_step(torch::optim::Optimizer& optimizer, const at::Tensor& param,
+                          int64_t step) {
+  with_step_state(optimizer, param, [&](auto& s) { s.step(step); });
+}
+
+bool elementwise_state(const torch::optim::Optimizer& optimizer) {
+  return dynamic_cast<const torch::optim::AdamW*>(&optimizer) != nullptr ||
+         dynamic_cast<const torch::optim::Adam*>(&optimizer) != nullptr ||
+         dynamic_cast<const torch::optim::SGD*>(&optimizer) != nullptr;
+}
+
 }  // namespace frugal

@@ -5,7 +5,10 @@
 #include <torch/utils.h>
 #include <unistd.h>
 
+#include <c10/util/accumulate.h>
+
 #include <algorithm>
+#include <map>
 #include <atomic>
 #include <cstring>
 #include <system_error>
@@ -92,20 +95,47 @@ NvmeOptimizerOffload::NvmeOptimizerOffload(torch::optim::Optimizer& optimizer,
 
 NvmeOptimizerOffload::~NvmeOptimizerOffload() = default;
 
-void NvmeOptimizerOffload::take_gradients(const std::vector<size_t>& pairs) {
+at::Tensor NvmeOptimizerOffload::device_part(const Entry& entry) const {
+  const Pair& pair = pairs_[entry.pair];
+  if (pair.piece == 0) return pair.device;
+  return pair.device.view(-1).slice(0, entry.begin, entry.begin + entry.count);
+}
+
+void NvmeOptimizerOffload::take_gradients(const std::vector<const Entry*>& entries) {
   int64_t at = 0;
-  for (size_t i : pairs) {
-    Pair& pair = pairs_[i];
+  for (const Entry* entry : entries) {
+    Pair& pair = pairs_[entry->pair];
     const at::Tensor& g = pair.device.grad();
     if (!pair.master.requires_grad() || !g.defined()) {
       pair.master.mutable_grad() = at::Tensor();
       continue;
     }
-    at::Tensor host = at::from_blob(grad_scratch_.data_ptr<uint8_t>() + at, pair.sizes,
+    at::Tensor host = at::from_blob(grad_scratch_.data_ptr<uint8_t>() + at, pair.master.sizes(),
                                     at::TensorOptions().dtype(pair.dtype));
-    host.copy_(g);
+    host.copy_(pair.piece == 0 ? g : g.view(-1).slice(0, entry->begin, entry->begin + entry->count));
     pair.master.mutable_grad() = host;
-    at += aligned64(nbytes(pair.sizes, pair.dtype));
+    at += aligned64(static_cast<int64_t>(host.nbytes()));
+  }
+}
+
+void NvmeOptimizerOffload::step_entries(torch::optim::Optimizer& optimizer,
+                                        const std::vector<const Entry*>& entries) {
+  if (entries.empty()) return;
+  take_gradients(entries);
+  std::unordered_map<const c10::TensorImpl*, size_t> chosen;
+  for (const Entry* entry : entries) {
+    const Pair& pair = pairs_[entry->pair];
+    chosen[pair.master.unsafeGetTensorImpl()] = entry->pair;
+    // A piece: the count as it was before this step, so that each piece advances it by one.
+    if (pair.piece > 0 && steps_[entry->pair] >= 0) {
+      set_param_state_step(optimizer, pair.master, steps_[entry->pair]);
+    }
+  }
+  step_only(optimizer, [&](const at::Tensor& m) { return chosen.count(m.unsafeGetTensorImpl()) != 0; });
+  for (const Entry* entry : entries) {
+    Pair& pair = pairs_[entry->pair];
+    device_part(*entry).copy_(pair.master.view(device_part(*entry).sizes()));
+    pair.master.mutable_grad() = at::Tensor();
   }
 }
 
@@ -119,29 +149,53 @@ void NvmeOptimizerOffload::step(torch::optim::Optimizer& optimizer) {
   state_in_memory_ = false;
 }
 
-void NvmeOptimizerOffload::lay_out_step(torch::optim::Optimizer& optimizer) {
-  trace::Range phase("offload/nvme_lay_out");
-  entries_.clear();
-  records_.clear();
-  stream_.reset();
-  int64_t file_end = 0, largest_grads = 0;
-  for (const Pair& pair : pairs_) largest_grads = std::max(largest_grads, aligned64(nbytes(pair.sizes, pair.dtype)));
-  grad_scratch_ = at::empty({largest_grads}, at::TensorOptions().dtype(at::kByte));
-  // One parameter at a time: its master from the device (or from host memory after
-  // bring_state_in), its step (creating its state), then its entry written and its memory freed.
+void NvmeOptimizerOffload::note_steps(torch::optim::Optimizer& optimizer) {
+  steps_.assign(pairs_.size(), -1);
   for (size_t i = 0; i < pairs_.size(); ++i) {
-    Pair& pair = pairs_[i];
-    pair.master.set_(at::empty(pair.sizes, at::TensorOptions().dtype(pair.dtype)));
-    pair.master.copy_(pair.device);
-    take_gradients({i});
-    step_only(optimizer, [&](const at::Tensor& m) {
-      return m.unsafeGetTensorImpl() == pair.master.unsafeGetTensorImpl();
-    });
-    pair.device.copy_(pair.master);
-    pair.master.mutable_grad() = at::Tensor();
+    if (pairs_[i].piece > 0) steps_[i] = param_state_step(optimizer, pairs_[i].master);
+  }
+}
+
+void NvmeOptimizerOffload::lay_out_pair(torch::optim::Optimizer& optimizer, size_t i,
+                                        int64_t& file_end) {
+  Pair& pair = pairs_[i];
+  const int64_t numel = c10::multiply_integers(pair.sizes);
+  const auto master_key = pair.master.unsafeGetTensorImpl();
+  // A large parameter's state loaded whole (a resume): kept aside and cut piece by piece.
+  std::map<std::string, at::Tensor> whole;
+  const bool had_state = optimizer.state().count(master_key) != 0;
+  if (pair.piece > 0 && had_state) {
+    for (const auto& [kind, t] : param_state_tensors(optimizer, pair.master)) {
+      if (kind == "step") continue;
+      at::Tensor alias = at::empty({0}, t.options());
+      alias.set_(t);  // shares the storage; the optimizer's tensor is re-pointed below
+      whole[kind] = alias;
+    }
+  }
+  const size_t first_entry = entries_.size();
+  for (int64_t begin = 0; begin < std::max<int64_t>(numel, 1);) {
     Entry entry;
     entry.pair = i;
+    entry.begin = begin;
+    entry.count = pair.piece > 0 ? std::min(pair.piece, numel - begin) : numel;
     entry.offset = file_end;
+    begin += std::max<int64_t>(entry.count, 1);
+    const std::vector<int64_t> sizes =
+        pair.piece > 0 ? std::vector<int64_t>{entry.count} : pair.sizes;
+    pair.master.set_(at::empty(sizes, at::TensorOptions().dtype(pair.dtype)));
+    pair.master.copy_(device_part(entry).view(sizes));
+    if (pair.piece > 0) {
+      if (had_state) {
+        for (const auto& [kind, t] : param_state_tensors(optimizer, pair.master)) {
+          if (kind == "step") continue;
+          at::Tensor cut = whole.at(kind).reshape(-1).slice(0, entry.begin, entry.begin + entry.count);
+          at::Tensor(t).set_(cut.clone());
+        }
+      } else if (entry.begin > 0) {
+        optimizer.state().erase(master_key);  // each new piece starts its state afresh
+      }
+    }
+    step_entries(optimizer, {&entry});
     int64_t at = 0;
     auto place = [&](const at::Tensor& t) {
       if (!t.is_contiguous() || !t.device().is_cpu()) {
@@ -156,7 +210,7 @@ void NvmeOptimizerOffload::lay_out_step(torch::optim::Optimizer& optimizer) {
     for (const auto& [kind, t] : param_state_tensors(optimizer, pair.master)) {
       if (kind != "step" && t.defined()) place(t);
     }
-    entry.bytes = io::direct_aligned(at);
+    entry.bytes = io::direct_aligned(std::max<int64_t>(at, 1));
     io::AlignedBuffer staging(entry.bytes);
     for (const Placed& p : entry.tensors) {
       std::memcpy(staging.data() + p.at, p.tensor.data_ptr(), p.tensor.nbytes());
@@ -166,8 +220,48 @@ void NvmeOptimizerOffload::lay_out_step(torch::optim::Optimizer& optimizer) {
     for (Placed& p : entry.tensors) p.tensor.set_();  // the file holds it now
     entries_.push_back(std::move(entry));
   }
-  // Records: runs of entries of at most a third of the ring each (a larger entry alone).
+  // The pieces' entries all stand for the optimizer's state object as it is now (a fresh piece
+  // replaced the object before it).
+  if (pair.piece > 0) {
+    std::vector<at::Tensor> now = {pair.master};
+    for (const auto& [kind, t] : param_state_tensors(optimizer, pair.master)) {
+      if (kind != "step" && t.defined()) now.push_back(t);
+    }
+    for (size_t e = first_entry; e < entries_.size(); ++e) {
+      if (entries_[e].tensors.size() != now.size()) {
+        throw Error("strategy.offload.optimizer nvme: the optimizer's state differs between the "
+                    "pieces of one parameter");
+      }
+      for (size_t k = 0; k < now.size(); ++k) entries_[e].tensors[k].tensor = now[k];
+    }
+    for (at::Tensor& t : now) t.set_();
+  }
+}
+
+void NvmeOptimizerOffload::lay_out_step(torch::optim::Optimizer& optimizer) {
+  trace::Range phase("offload/nvme_lay_out");
+  entries_.clear();
+  records_.clear();
+  stream_.reset();
+  // A ring slot is a third of the buffers; a parameter whose master and up to three state
+  // tensors of its size would not fit one goes in pieces (element-wise state only).
   const int64_t slot = std::max<int64_t>(options_.buffer_bytes / 3, io::kDirectAlignment);
+  const bool can_cut = elementwise_state(optimizer);
+  int64_t largest_grads = 0;
+  for (Pair& pair : pairs_) {
+    const int64_t numel = c10::multiply_integers(pair.sizes);
+    const int64_t element = static_cast<int64_t>(c10::elementSize(pair.dtype));
+    const int64_t fits = std::max<int64_t>(1024, slot / (4 * element) / 1024 * 1024);
+    pair.piece = can_cut && pair.device.is_contiguous() && numel > fits ? fits : 0;
+    largest_grads = std::max(largest_grads, aligned64((pair.piece > 0 ? pair.piece : numel) * element));
+  }
+  grad_scratch_ = at::empty({largest_grads}, at::TensorOptions().dtype(at::kByte));
+  note_steps(optimizer);
+  // One entry at a time: its master from the device, its step (creating its state), then the
+  // entry written and its host memory freed.
+  int64_t file_end = 0;
+  for (size_t i = 0; i < pairs_.size(); ++i) lay_out_pair(optimizer, i, file_end);
+  // Records: runs of entries of at most a slot each (a larger entry alone).
   std::vector<int64_t> record_bytes;
   for (size_t e = 0; e < entries_.size(); ++e) {
     if (records_.empty() || record_bytes.back() + entries_[e].bytes > slot) {
@@ -182,38 +276,42 @@ void NvmeOptimizerOffload::lay_out_step(torch::optim::Optimizer& optimizer) {
     int64_t g = 0;
     for (size_t e = r.first; e < r.last; ++e) {
       const Pair& pair = pairs_[entries_[e].pair];
-      g += aligned64(nbytes(pair.sizes, pair.dtype));
+      g += aligned64(entries_[e].count * static_cast<int64_t>(c10::elementSize(pair.dtype)));
     }
     largest_record_grads = std::max(largest_record_grads, g);
   }
   grad_scratch_ = at::empty({largest_record_grads}, at::TensorOptions().dtype(at::kByte));
   if (!record_bytes.empty()) stream_ = std::make_unique<io::RecordStream>(record_bytes, 3);
+  log::info(fmt::format("offload.optimizer nvme: {:.1f} MiB of masters and optimizer state on "
+                        "disk ({}, {}), {} records per step through {:.1f} MiB of host buffers",
+                        static_cast<double>(file_bytes()) / (1 << 20), backend(),
+                        direct() ? "O_DIRECT" : "cached", records_.size(),
+                        static_cast<double>(host_buffer_bytes()) / (1 << 20)));
 }
 
 void NvmeOptimizerOffload::stream_step(torch::optim::Optimizer& optimizer) {
   trace::Range phase("offload/nvme_step");
-  std::vector<char> chosen(pairs_.size(), 0);
+  note_steps(optimizer);
   stream_->for_each(*engine_, *file_, [&](size_t r, std::byte* data, int64_t) {
     const Record& record = records_[r];
-    std::vector<size_t> which;
-    for (size_t e = record.first; e < record.last; ++e) {
-      Entry& entry = entries_[e];
+    auto point = [&](Entry& entry) {
       for (Placed& p : entry.tensors) {
         point_at(p.tensor, data + (entry.offset - record.offset) + p.at, p.sizes, p.dtype);
       }
-      which.push_back(entry.pair);
-      chosen[entry.pair] = 1;
+    };
+    // Whole parameters in one optimizer call; each piece of a large one in its own (its
+    // tensors are the same objects as its other pieces').
+    std::vector<const Entry*> whole;
+    for (size_t e = record.first; e < record.last; ++e) {
+      Entry& entry = entries_[e];
+      point(entry);
+      if (pairs_[entry.pair].piece == 0) {
+        whole.push_back(&entry);
+      } else {
+        step_entries(optimizer, {&entry});
+      }
     }
-    take_gradients(which);
-    step_only(optimizer, [&](const at::Tensor& m) {
-      auto it = master_index_.find(m.unsafeGetTensorImpl());
-      return it != master_index_.end() && chosen[it->second] != 0;
-    });
-    for (size_t i : which) {
-      pairs_[i].device.copy_(pairs_[i].master);
-      pairs_[i].master.mutable_grad() = at::Tensor();
-      chosen[i] = 0;
-    }
+    step_entries(optimizer, whole);
     // The ring slot is reused for another record: nothing may keep pointing into it.
     for (size_t e = record.first; e < record.last; ++e) {
       for (Placed& p : entries_[e].tensors) p.tensor.set_();
@@ -237,11 +335,37 @@ void NvmeOptimizerOffload::bring_state_in() {
   int64_t largest = 0;
   for (const Entry& entry : entries_) largest = std::max(largest, entry.bytes);
   io::AlignedBuffer staging(largest);
+  // A parameter in pieces is put together whole, in the parameter's shape (as RAM offload
+  // keeps it, and as a checkpoint stores it).
+  std::map<size_t, std::vector<at::Tensor>> assembled;
   for (Entry& entry : entries_) {
     engine_->wait(engine_->read(*file_, staging.data(), entry.bytes, entry.offset));
-    for (Placed& p : entry.tensors) {
-      p.tensor.set_(at::empty(p.sizes, at::TensorOptions().dtype(p.dtype)));
-      std::memcpy(p.tensor.data_ptr(), staging.data() + p.at, p.tensor.nbytes());
+    const Pair& pair = pairs_[entry.pair];
+    if (pair.piece == 0) {
+      for (Placed& p : entry.tensors) {
+        p.tensor.set_(at::empty(p.sizes, at::TensorOptions().dtype(p.dtype)));
+        std::memcpy(p.tensor.data_ptr(), staging.data() + p.at, p.tensor.nbytes());
+      }
+      continue;
+    }
+    auto& parts = assembled[entry.pair];
+    if (parts.empty()) {
+      for (const Placed& p : entry.tensors) {
+        parts.push_back(at::empty(pair.sizes, at::TensorOptions().dtype(p.dtype)));
+      }
+    }
+    for (size_t k = 0; k < entry.tensors.size(); ++k) {
+      const Placed& p = entry.tensors[k];
+      const int64_t element = static_cast<int64_t>(c10::elementSize(p.dtype));
+      std::memcpy(static_cast<std::byte*>(parts[k].data_ptr()) + entry.begin * element,
+                  staging.data() + p.at, static_cast<size_t>(entry.count * element));
+    }
+  }
+  for (auto& [pair, parts] : assembled) {
+    for (const Entry& entry : entries_) {
+      if (entry.pair != pair) continue;
+      for (size_t k = 0; k < parts.size(); ++k) at::Tensor(entry.tensors[k].tensor).set_(parts[k]);
+      break;
     }
   }
 }

@@ -26,7 +26,7 @@ namespace test_nvme_offload {
 struct Trained {
   std::vector<at::Tensor> params;
   std::vector<double> losses;
-  int64_t records = 0, file_bytes = 0, ring_bytes = 0, state_bytes = 0;
+  int64_t records = 0, entries = 0, parameters = 0, file_bytes = 0, ring_bytes = 0, state_bytes = 0;
 };
 
 GptOptions model_options(int64_t width, int64_t layers) {
@@ -50,6 +50,8 @@ Trained train(StrategyConfig sc, const OptimConfig& oc, int64_t steps, int64_t w
   for (const auto& p : model->parameters()) out.params.push_back(p.detach().clone());
   if (const auto* nvme = dynamic_cast<const NvmeOptimizerOffload*>(engine.update())) {
     out.records = nvme->records();
+    out.entries = nvme->entries();
+    out.parameters = static_cast<int64_t>(model->parameters().size());
     out.file_bytes = nvme->file_bytes();
     out.ring_bytes = nvme->host_buffer_bytes();
   }
@@ -111,6 +113,8 @@ TEST_CASE("optimizer state on disk trains exactly as RAM offload", "[unit][offlo
       const Trained nvme = train(sc, oc, 5);
       require_equal(nvme, ram);
       CHECK(nvme.records > 3);
+      // AdamW's element-wise state lets a parameter larger than a ring slot go in pieces.
+      if (std::string(v.optim) == "adamw") CHECK(nvme.entries > nvme.parameters);
       // The state a save reads back from the file is RAM offload's.
       CHECK(nvme.state_bytes == ram.state_bytes);
       CHECK(nvme.state_bytes > 0);

@@ -22,6 +22,18 @@ std::map<std::string, at::Tensor> param_state_tensors(torch::optim::Optimizer& o
 void set_param_state(torch::optim::Optimizer& optimizer, const at::Tensor& param,
                      const std::map<std::string, at::Tensor>& kinds);
 
+// The step count the parameter's state keeps (Adam, AdamW, AdamW8bit, Adafactor), or -1 when it
+// keeps none (SGD) or has no state yet; and setting it (a no-op where it keeps none). NVMe
+// offload steps a large parameter piece by piece, one optimizer call per piece, and puts the
+// count back before each piece so that the whole parameter advances by one step.
+int64_t param_state_step(torch::optim::Optimizer& optimizer, const at::Tensor& param);
+void set_param_state_step(torch::optim::Optimizer& optimizer, const at::Tensor& param, int64_t step);
+
+// Whether the optimizer's state is element-wise, tensors of the parameter's shape alone (Adam,
+// AdamW, SGD and their fused versions): stepping a slice of a parameter with the same slices of
+// its state is then the full step's update of those elements.
+bool elementwise_state(const torch::optim::Optimizer& optimizer);
+
 // Whether a kind holds one value per parameter element (or is the step), so that a
 // checkpoint's tensors of it can be cut for another sharding layout. Quantized codes with
 // their block maxima and factored rows / columns cannot: their blocks and rows belong to the

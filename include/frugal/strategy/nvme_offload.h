@@ -7,7 +7,11 @@
 //
 // The file holds one entry per parameter (the master, then each state tensor of
 // optim/param_state.h's kinds, 64-byte aligned, the entry padded to 4 KiB), in the optimizer's
-// parameter order; a record the ring moves is a run of entries. The layout is learnt on the
+// parameter order; a record the ring moves is a run of entries. A parameter larger than a ring
+// slot, under an optimizer with element-wise state (Adam, AdamW, SGD), is cut into flat pieces,
+// one entry each, stepped one optimizer call per piece with the step count put back, so that
+// the ring stays the size asked for (a 50257 x 768 embedding's 463 MB of master and moments
+// would otherwise need three slots of that size). The layout is learnt on the
 // first step (the optimizer creates its state then): that step takes the parameters one at a
 // time, the steps after it stream records. Between steps the masters and the state tensors
 // hold no memory (0 elements); bring_state_in() reads them into host memory for a checkpoint,
@@ -69,6 +73,8 @@ class NvmeOptimizerOffload final : public OptimizerUpdate {
   bool direct() const;
   const char* backend() const;
   int64_t records() const { return static_cast<int64_t>(records_.size()); }
+  // Entries in the file: parameters, with a large one counted once per piece.
+  int64_t entries() const { return static_cast<int64_t>(entries_.size()); }
 
  protected:
   void step(torch::optim::Optimizer& optimizer) override;
@@ -79,6 +85,7 @@ class NvmeOptimizerOffload final : public OptimizerUpdate {
     at::Tensor master;  // the optimizer's parameter: fp32 (or wider), on disk between steps
     std::vector<int64_t> sizes;
     at::ScalarType dtype;
+    int64_t piece = 0;  // elements per piece when stepped piece by piece (0: whole)
   };
   // A tensor of an entry: where it sits from the entry's start, its shape and dtype.
   struct Placed {
@@ -87,8 +94,10 @@ class NvmeOptimizerOffload final : public OptimizerUpdate {
     std::vector<int64_t> sizes;
     at::ScalarType dtype;
   };
+  // One parameter, or a piece of elements [begin, begin + count) of a large one (flat).
   struct Entry {
     size_t pair = 0;
+    int64_t begin = 0, count = 0;
     int64_t offset = 0, bytes = 0;  // in the file, 4 KiB aligned
     std::vector<Placed> tensors;    // [0] the master, then the state kinds
   };
@@ -98,10 +107,16 @@ class NvmeOptimizerOffload final : public OptimizerUpdate {
   };
 
   void lay_out_step(torch::optim::Optimizer& optimizer);  // the first step after a (re)start
+  void lay_out_pair(torch::optim::Optimizer& optimizer, size_t i, int64_t& file_end);
   void stream_step(torch::optim::Optimizer& optimizer);
-  // Gradients of `pairs` from the device into the scratch, as their masters' .grad.
-  void take_gradients(const std::vector<size_t>& pairs);
-  void release_host_copies();  // every master and state tensor back to 0 elements
+  // steps_: each parameter in pieces' step count before this step.
+  void note_steps(torch::optim::Optimizer& optimizer);
+  // The device tensor's part an entry stands for (the whole tensor, or a flat slice).
+  at::Tensor device_part(const Entry& entry) const;
+  // Gradients of `entries` from the device into the scratch, as their masters' .grad.
+  void take_gradients(const std::vector<const Entry*>& entries);
+  // Steps the masters of `entries` (distinct parameters) and copies them back to the device.
+  void step_entries(torch::optim::Optimizer& optimizer, const std::vector<const Entry*>& entries);
 
   NvmeOffloadOptions options_;
   std::vector<Pair> pairs_;
@@ -113,6 +128,7 @@ class NvmeOptimizerOffload final : public OptimizerUpdate {
   std::vector<Entry> entries_;  // empty until the first step lays the file out
   std::vector<Record> records_;
   at::Tensor grad_scratch_;     // bytes: the gradients of one record
+  std::vector<int64_t> steps_;  // per pair, the step count before this step (pieces put it back)
   bool state_in_memory_ = false;  // bring_state_in ran since the last step
 };
 
