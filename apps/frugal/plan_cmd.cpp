@@ -136,18 +136,19 @@ void add_plan(CLI::App& app, Action& run) {
                                o.gpus == 1 ? "" : "s");
       std::cout << "| fine-tune | precision | checkpointing | offload activations | loss chunk "
                    "(tokens) | sharding | offload optimizer | optimizer | in backward | "
-                   "micro-batch (samples) | peak per rank (GiB) | headroom (GiB) | fits | time / "
-                   "sample (relative, est.) |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
-                   "---|---|\n";
+                   "micro-batch (samples) | peak per rank (GiB) | headroom (GiB) | fits | host "
+                   "(GiB) | disk (GiB) | time / sample (relative, est.) |\n|---|---|---|---|---|"
+                   "---|---|---|---|---|---|---|---|---|---|---|\n";
       int64_t printed = 0;
       for (const auto& r : rows) {
         if ((!r.fits && !args->all) || printed >= args->top) continue;
         std::cout << fmt::format(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2f} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2f} |\n",
             r.finetune, r.precision, r.checkpointing, r.offload_activations ? "yes" : "no",
-            r.loss_chunk_tokens, r.sharding, r.offload ? "yes" : "no", r.optimizer,
-            r.in_backward ? "yes" : "no", r.micro_batch, gib(r.peak_bytes),
-            gib(o.gpu_memory - r.peak_bytes), r.fits ? "yes" : "no", r.time_per_sample);
+            r.loss_chunk_tokens, r.sharding, !r.offload ? "no" : r.nvme ? "nvme" : "ram",
+            r.optimizer, r.in_backward ? "yes" : "no", r.micro_batch, gib(r.peak_bytes),
+            gib(o.gpu_memory - r.peak_bytes), r.fits ? "yes" : "no", gib(r.host_bytes),
+            gib(r.disk_bytes), r.time_per_sample);
         ++printed;
       }
       // Rows come fitting first, fastest first: the first that fits is the recommendation.
@@ -159,6 +160,10 @@ void add_plan(CLI::App& app, Action& run) {
       std::cout << fmt::format("recommended (peak {} GiB, headroom {} GiB):\n  {}\n",
                                gib(best.peak_bytes), gib(o.gpu_memory - best.peak_bytes),
                                as_set_flags(best.settings()));
+      if (best.nvme && cfg.strategy.offload.nvme_path.empty()) {
+        std::cout << fmt::format("  with --set strategy.offload.nvme_path=DIR: a directory on a "
+                                 "fast local disk with {} GiB free\n", gib(best.disk_bytes));
+      }
       if (!args->output.empty()) {
         ConfigSource with = args->src;
         for (const auto& kv : split_settings(best.settings())) with.overrides.push_back(kv);

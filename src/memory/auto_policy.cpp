@@ -91,6 +91,7 @@ AutoPolicyChoice choose_checkpointing(const Config& given, const c10::Device& de
     row.loss_chunk_tokens = 0;
     row.sharding = cfg.strategy.sharding.mode;
     row.offload = static_cast<bool>(cfg.strategy.offload.optimizer);
+    row.nvme = cfg.strategy.offload.optimizer.where == OptimizerPlace::nvme;
     row.optimizer = cfg.optim.type;
     row.in_backward = cfg.optim.in_backward;
     row.micro_batch = cfg.data.micro_batch_size;

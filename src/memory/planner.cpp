@@ -129,7 +129,7 @@ std::string PlanRow::settings() const {
   if (offload_activations) s += " strategy.offload.activations=true";
   if (loss_chunk_tokens > 0) s += fmt::format(" model.loss_chunk_tokens={}", loss_chunk_tokens);
   if (sharding != "none") s += " strategy.sharding=" + sharding;
-  if (offload) s += " strategy.offload.optimizer=true";
+  if (offload) s += nvme ? " strategy.offload.optimizer=nvme" : " strategy.offload.optimizer=true";
   s += " optim.type=" + optimizer;
   if (in_backward) s += " optim.in_backward=true";
   return s;
@@ -290,10 +290,12 @@ int64_t predict_peak(const ModelProfile& p, const PlanRow& r, int world) {
   }
   double offloaded = 0;
   if (r.offload) {
-    // Host masters of what this rank steps, their gradients and the state move off the device.
-    // A rank steps the parameters whose optimizer state it holds.
-    const double stepped = sharding.shards_optimizer_state ? psi / n : psi;
-    offloaded = 8 * stepped + state;
+    // Host masters of what this rank steps, their gradients and the state move off the device
+    // (to disk under nvme, where the host keeps the ring alone).
+    // (host_bytes when the row has it: the config's own ring size.)
+    const int64_t buffer = static_cast<int64_t>(OffloadConfig{}.buffer_mb * (1 << 20));
+    offloaded = static_cast<double>(r.host_bytes > 0 ? r.host_bytes
+                                                      : predict_offload(p, r, world, buffer).host);
     state = 0;
   }
   // Whole gradients: the step's peak with all of them alive. Sharded or stepped in backward:
@@ -310,6 +312,35 @@ int64_t predict_peak(const ModelProfile& p, const PlanRow& r, int world) {
   double peak = params + frozen + grads + state + act;
   if (p.host_is_device) peak += offloaded;  // CPU runs: the host is the device
   return static_cast<int64_t>(peak);
+}
+
+OffloadBytes predict_offload(const ModelProfile& p, const PlanRow& r, int world,
+                             int64_t buffer_bytes) {
+  if (!r.offload) return {};
+  const double n = std::max(1, world);
+  const ShardingTraits sharding = sharding_traits(r.sharding);
+  // A rank steps the parameters whose optimizer state it holds.
+  const double stepped = sharding.shards_optimizer_state ? static_cast<double>(p.params) / n
+                                                         : static_cast<double>(p.params);
+  double state = state_bytes(r.optimizer, p);
+  if (sharding.shards_optimizer_state) state /= n;
+  if (!r.nvme) return {static_cast<int64_t>(8 * stepped + state), 0};
+  // The ring: three slots of a third of the buffers, or of the whole state when smaller; one
+  // record's gradients beside it (a third of a slot under AdamW: masters, two moments).
+  const double disk = 4 * stepped + state;
+  const double slot = std::min(static_cast<double>(buffer_bytes) / 3, disk);
+  const double grads = slot * 4 * stepped / std::max(disk, 1.0);
+  return {static_cast<int64_t>(3 * slot + grads), static_cast<int64_t>(disk)};
+}
+
+NvmeStepCost predict_nvme_step(const Config& cfg, double read_bytes_per_s,
+                               double write_bytes_per_s) {
+  const ModelProfile p = model_shape(cfg);
+  const double bytes = 4.0 * static_cast<double>(p.params) + state_bytes(cfg.optim.type, p);
+  NvmeStepCost cost;
+  cost.state_bytes = static_cast<int64_t>(bytes);
+  cost.seconds = bytes / std::max(read_bytes_per_s, 1.0) + bytes / std::max(write_bytes_per_s, 1.0);
+  return cost;
 }
 
 std::vector<PlanRow> plan(const Config& cfg, const ModelProfile& profile, const PlanOptions& o) {
@@ -346,7 +377,9 @@ std::vector<PlanRow> plan(const Config& cfg, const ModelProfile& profile, const 
           const ActivationKey key{precision, ckpt, offload_act, chunk > 0};
           if (!profile.activations.count(key.str())) continue;
           for (const auto& sharding : shardings) {
-            for (bool offload : {false, true}) {
+            // Optimizer offload: none, to host memory, or past it to disk.
+            for (int where : {0, 1, 2}) {
+              const bool offload = where > 0;
               for (const std::string& optimizer : optimizers) {
                 // Adafactor's factored moments need whole matrices, not ZeRO's flat shards.
                 if (optimizer == "adafactor" && sharding_traits(sharding).shards_optimizer_state) continue;
@@ -355,6 +388,12 @@ std::vector<PlanRow> plan(const Config& cfg, const ModelProfile& profile, const 
                   for (int64_t b : batches) {
                     PlanRow r{profile.finetune, profile.finetune_settings, precision, ckpt,
                               offload_act, chunk, sharding, offload, optimizer, ib, b};
+                    r.nvme = where == 2;
+                    const OffloadBytes moved = predict_offload(
+                        profile, r, o.gpus,
+                        static_cast<int64_t>(cfg.strategy.offload.buffer_mb * (1 << 20)));
+                    r.host_bytes = moved.host;
+                    r.disk_bytes = moved.disk;
                     r.peak_bytes = predict_peak(profile, r, o.gpus);
                     r.fits = r.peak_bytes <= o.gpu_memory;
                     // Relative time per sample: an estimate for ranking, not a measurement.
@@ -375,6 +414,9 @@ std::vector<PlanRow> plan(const Config& cfg, const ModelProfile& profile, const 
                       t *= 1.02;  // gathers the stepped parameters once per step
                     }
                     if (offload) t *= 1.3;
+                    // The state read and written each step: slower than RAM offload unless
+                    // the disk keeps up with the step (bench/nvme: 1.16x-2.1x RAM offload).
+                    if (r.nvme) t *= 1.5;
                     if (optimizer == "adamw8bit" || optimizer == "adafactor") t *= 1.01;
                     // Frozen weights skip their gradients' matmuls (a third of the step);
                     // NF4 dequantizes each weight in forward and again in backward.

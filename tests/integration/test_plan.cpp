@@ -62,6 +62,7 @@ TEST_CASE("frugal plan predicts each combination's peak within 15% of the measur
       o.vary_optimizer = o.vary_micro_batch = true;
       double worst = 0;
       int checked = 0;
+      test::TempDir nvme_dir;
       // The default's model is 30x the tiny one: there, the activation settings without the
       // chunked loss only (the tiny model checks every row; the state formulas do not change
       // with the model).
@@ -76,7 +77,8 @@ TEST_CASE("frugal plan predicts each combination's peak within 15% of the measur
         c.strategy.checkpointing.policy = row.checkpointing;
         c.strategy.offload.activations = row.offload_activations;
         c.model.loss_chunk_tokens = row.loss_chunk_tokens;
-        c.strategy.offload.optimizer = row.offload;
+        c.strategy.offload.optimizer = row.nvme ? OptimizerPlace::nvme : OptimizerPlace(row.offload);
+        c.strategy.offload.nvme_path = nvme_dir.path().string();
         c.optim.type = row.optimizer;
         c.optim.in_backward = row.in_backward;
         c.optim.momentum = 0.9;
@@ -88,7 +90,7 @@ TEST_CASE("frugal plan predicts each combination's peak within 15% of the measur
         worst = std::max(worst, err);
         ++checked;
       }
-      CHECK(checked == (all_rows ? 12 + 6 : 6));
+      CHECK(checked == (all_rows ? 12 + 7 : 6));  // + optimizer offload to disk
       WARN(config << ": worst prediction error " << worst << " over " << checked << " rows");
     }
   }
@@ -155,7 +157,7 @@ TEST_CASE("frugal plan keeps the user's optimizer and micro-batch, recommends on
   CHECK_THAT(r.err, Catch::Contains("plan: tracing one micro-step"));
   CHECK(r.out.find("checkpointing: policy") == std::string::npos);
   CHECK_THAT(r.out, Catch::Contains("optimizer sgd (kept); micro-batch 3 (kept)"));
-  CHECK_THAT(r.out, Catch::Contains("| peak per rank (GiB) | headroom (GiB) |"));
+  CHECK_THAT(r.out, Catch::Contains("| peak per rank (GiB) | headroom (GiB) | fits | host (GiB) | disk (GiB) |"));
   // Every row keeps sgd and micro-batch 3.
   int rows = 0;
   std::istringstream lines(r.out);
@@ -334,4 +336,41 @@ TEST_CASE("frugal plan: Llama-3.1-8B QLoRA (rank 8, T 2048, B 2, bf16, full) fit
   CHECK(peak < (int64_t{24} << 30));
   // NF4 holds the block linears at ~0.52 B a value: the base is far under its fp32 30 GB.
   CHECK(p.frozen_bytes < (int64_t{9} << 30));
+}
+
+TEST_CASE("frugal plan's NVMe offload rows keep the state on disk and a ring on the host",
+          "[integration][memory][plan]") {
+  Config cfg = load_config((test::source_dir() / "configs/tiny-gpt.yaml").string(), {"run.device=cpu"});
+  const memory::ModelProfile profile = memory::profile_model(cfg);
+  memory::PlanOptions o;
+  o.gpus = 1;
+  const auto rows = memory::plan(cfg, profile, o);
+  const double params = static_cast<double>(profile.params);
+  int nvme = 0;
+  for (const auto& r : rows) {
+    if (r.precision != "fp32" || r.checkpointing != "none" || r.loss_chunk_tokens > 0 || r.in_backward) continue;
+    if (!r.offload) {
+      CHECK(r.host_bytes == 0);
+      CHECK(r.disk_bytes == 0);
+      continue;
+    }
+    if (!r.nvme) {
+      CHECK(r.host_bytes == static_cast<int64_t>(16 * params));  // masters, gradients, moments
+      CHECK(r.disk_bytes == 0);
+      continue;
+    }
+    ++nvme;
+    // AdamW: masters and two moments on disk; on the host three slots of the ring, each the
+    // whole state here (smaller than a third of 64 MiB), and its gradients.
+    CHECK(r.disk_bytes == static_cast<int64_t>(12 * params));
+    CHECK(r.host_bytes == static_cast<int64_t>(3 * 12 * params + 4 * params));
+    CHECK_THAT(r.settings(), Catch::Contains("strategy.offload.optimizer=nvme"));
+    // On the CPU the host is the device: the ring replaces RAM offload's 16 bytes a parameter.
+    memory::PlanRow ram = r;
+    ram.nvme = false;
+    ram.host_bytes = 0;
+    CHECK(memory::predict_peak(profile, ram, 1) - r.peak_bytes ==
+          static_cast<int64_t>(16 * params) - r.host_bytes);
+  }
+  CHECK(nvme == 1);
 }

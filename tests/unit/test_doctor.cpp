@@ -6,7 +6,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "frugal/config/load.h"
 #include "frugal/memory/doctor.h"
+#include "frugal/memory/planner.h"
 #include "support/cli.h"
 #include "support/helpers.h"
 
@@ -172,6 +174,26 @@ TEST_CASE("frugal doctor --disk adds the folder's direct-I/O findings", "[integr
     ++seen;
   }
   CHECK(seen == 1);
+  // With a config: the step time NVMe offload there would add, from the measured bandwidths
+  // and the config's optimizer state (tiny-gpt: AdamW, 12 bytes per parameter).
+  test::CommandResult with_config =
+      test::frugal(args + " " + test::quote((test::source_dir() / "configs/tiny-gpt.yaml").string()));
+  INFO(with_config.out << with_config.err);
+  REQUIRE(with_config.exit_code == 0);
+  std::string nvme;
+  const nlohmann::json with_config_json = nlohmann::json::parse(with_config.out);
+  for (const auto& f : with_config_json.at("findings")) {
+    if (f.at("name") == "offload.optimizer nvme") nvme = f.at("value").get<std::string>();
+  }
+  CHECK_THAT(nvme, Catch::StartsWith("+") && Catch::Contains(" s per optimizer step: ") &&
+                       Catch::Contains("GiB of fp32 masters and adamw state read and written"));
+  const Config tiny = load_config((test::source_dir() / "configs/tiny-gpt.yaml").string());
+  const memory::NvmeStepCost cost = memory::predict_nvme_step(tiny, 1e9, 5e8);
+  CHECK(cost.state_bytes == 12 * memory::model_shape(tiny).params);
+  CHECK(cost.seconds == Approx(static_cast<double>(cost.state_bytes) * (1e-9 + 2e-9)));
+  test::CommandResult no_disk = test::frugal("doctor configs/tiny-gpt.yaml");
+  CHECK(no_disk.exit_code == 2);
+  CHECK_THAT(no_disk.err, Catch::Contains("a config is read with --disk DIR"));
   // A folder that is not there: one line, exit 2.
   test::CommandResult missing = test::frugal("doctor --disk " + test::quote((disk / "absent").string()));
   CHECK(missing.exit_code == 2);

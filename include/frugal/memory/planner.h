@@ -78,11 +78,14 @@ struct PlanRow {
   bool offload_activations = false;
   int64_t loss_chunk_tokens = 0;
   std::string sharding = "none";
-  bool offload = false;  // strategy.offload.optimizer
+  bool offload = false;  // strategy.offload.optimizer (ram, or nvme below)
   std::string optimizer = "adamw";
   bool in_backward = false;  // optim.in_backward
   int64_t micro_batch = 1;
+  bool nvme = false;  // offload with the masters and the state on disk (offload.optimizer nvme)
   int64_t peak_bytes = 0;        // predicted, per rank
+  int64_t host_bytes = 0;        // predicted host memory the optimizer offload takes, per rank
+  int64_t disk_bytes = 0;        // predicted state on disk (nvme rows), per rank
   double time_per_sample = 0.0;  // relative estimate (lower is faster)
   bool fits = false;
   // The settings of this row, as --set arguments ("strategy.precision=bf16-mixed ...").
@@ -118,6 +121,27 @@ ModelProfile model_shape(const Config& cfg);
 // config's micro-batch, for the config's device. measure = true always measures.
 ModelProfile profile_model(const Config& cfg, bool measure = false);
 int64_t predict_peak(const ModelProfile& profile, const PlanRow& row, int world);
+
+// Where optimizer offload puts a row's masters and state, per rank: host memory (ram: masters,
+// their gradients and the state; nvme: the ring of `buffer_bytes` and one record's gradients)
+// and disk (nvme: masters and state).
+struct OffloadBytes {
+  int64_t host = 0;
+  int64_t disk = 0;
+};
+OffloadBytes predict_offload(const ModelProfile& profile, const PlanRow& row, int world,
+                             int64_t buffer_bytes);
+
+// What offload.optimizer nvme adds to a step for `cfg` at a disk's measured bandwidths (bytes
+// per second), at one rank (zero1/2/3 divide it by the ranks): the bytes each step reads and
+// writes (the masters and the state), and the seconds to read and then write them (the ring
+// keeps both in flight, so a disk often does better: bench/nvme).
+struct NvmeStepCost {
+  int64_t state_bytes = 0;
+  double seconds = 0.0;
+};
+NvmeStepCost predict_nvme_step(const Config& cfg, double read_bytes_per_s,
+                               double write_bytes_per_s);
 // Every combination, predicted; fitting rows first, by time_per_sample.
 std::vector<PlanRow> plan(const Config& cfg, const ModelProfile& profile, const PlanOptions& o);
 // Fitting rows first, fastest first, then the smaller peak: plan's order, for rows merged from
