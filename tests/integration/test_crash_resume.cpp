@@ -157,6 +157,30 @@ TEST_CASE("killed at random moments and resumed, a run ends bit-identical to an 
   CHECK(kills >= trials_per_case());  // every trial survived at least one kill
 }
 
+TEST_CASE("with the optimizer state on disk: killed at random moments and resumed, bit-identical",
+          "[integration][reliability][resume][nvme]") {
+  test::TempDir dir("frugal-crash-nvme");
+  fs::create_directory(dir / "nvme");
+  // offload.optimizer nvme: the live state file is scratch (unlinked, gone with the killed
+  // process); each resume lays it out again from the newest checkpoint.
+  const CrashCase nvme{
+      "",
+      test::transformer_sets("gpt", 2, 2, 32, 16, 64) +
+          " --set model.dropout=0.1 --set data.type=synthetic"
+      " --set data.synthetic_samples=256 --set data.micro_batch_size=4 --set data.num_workers=0"
+      " --set optim.type=adamw --set strategy.offload.optimizer=nvme"
+      " --set strategy.offload.buffer_mb=0.05 --set strategy.offload.nvme_path=" +
+          test::quote((dir / "nvme").string()) +
+          " --set train.max_steps=20 --set train.checkpoint_every=2"
+      " --set train.keep_last=2 --set train.eval_batches=0 --set train.progress=none"
+      " --set generate.tokens=0",
+      20};
+  const int kills = run_trials(nvme, dir);
+  WARN(trials_per_case() << " trials, " << kills << " SIGKILLs survived (optimizer state on disk)");
+  CHECK(kills >= trials_per_case());
+  CHECK(fs::is_empty(dir / "nvme"));  // no state file outlives its process
+}
+
 TEST_CASE("world 2 under frugal launch with zero3: killed and resumed, bit-identical",
           "[integration][reliability][resume][multiproc]") {
   test::TempDir dir("frugal-crash-zero3");

@@ -47,3 +47,41 @@ TEST_CASE("frugal train with an offloaded optimizer equals the plain run, resume
     for (const auto& [k, v] : plain) CHECK(at::equal(v, other.at(k)));
   }
 }
+
+TEST_CASE("frugal train with the optimizer state on a disk that fills: one line, the last "
+          "checkpoint intact",
+          "[integration][offload][nvme][reliability]") {
+  TempDir dir;
+  std::filesystem::create_directory(dir / "nvme");
+  const std::string args =
+      "train --set run.dir=" + quote(dir.path().string()) + " " +
+      transformer_sets("gpt", 2, 2, 32, 16, 64) +
+      " --set data.type=synthetic --set data.synthetic_samples=128 --set data.micro_batch_size=4"
+      " --set data.num_workers=0 --set train.max_steps=8 --set train.checkpoint_every=2"
+      " --set train.eval_batches=0 --set train.progress=none --set generate.tokens=0"
+      " --set strategy.offload.optimizer=nvme --set strategy.offload.buffer_mb=0.05"
+      " --set strategy.offload.nvme_path=" + quote((dir / "nvme").string());
+  CommandResult reference = frugal::test::frugal(args + " --set run.name=reference");
+  REQUIRE(reference.exit_code == 0);
+  // The state file is ~0.4 MiB and rewritten each step: the disk fills during step 4 or so.
+  CommandResult full = run_command("FRUGAL_FAULT_DIRECT_ENOSPC_AFTER_BYTES=2000000 " +
+                                   quote(frugal_binary()) + " " + args + " --set run.name=full");
+  INFO(full.out << full.err);
+  CHECK(full.exit_code != 0);
+  CHECK_THAT(full.err, Catch::Contains("No space left on device") &&
+                           Catch::Contains("frugal-optimizer-state"));
+  const auto saved = std::filesystem::directory_iterator(dir / "full" / "checkpoints");
+  int checkpoints = 0;
+  for (const auto& e : saved) checkpoints += e.path().filename().string().rfind("step_", 0) == 0;
+  CHECK(checkpoints >= 1);
+  // Resumed from the last checkpoint without the fault: the uninterrupted run's parameters.
+  CommandResult resumed =
+      frugal::test::frugal(args + " --set run.name=full --set run.resume=auto");
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  const auto want = exported_weights(dir / "reference", dir / "reference.safetensors");
+  const auto got = exported_weights(dir / "full", dir / "full.safetensors");
+  REQUIRE(got.size() == want.size());
+  for (const auto& [k, v] : want) CHECK(at::equal(v, got.at(k)));
+  CHECK(std::filesystem::is_empty(dir / "nvme"));
+}
