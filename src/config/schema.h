@@ -130,6 +130,7 @@ void for_each_row(C& c, Visit&& visit) {
   visit("train", "checkpoint_every", c.train.checkpoint_every, R::at_least(0));
   visit("train", "keep_last", c.train.keep_last, R::at_least(1));
   visit("train", "save_final", c.train.save_final, any);
+  visit("train", "checkpoint_async", c.train.checkpoint_async, any);
   visit("train", "progress", c.train.progress, R::one_of({"auto", "bar", "lines", "none"}));
   visit("train", "metrics_per_rank", c.train.metrics_per_rank, any);
   visit("train", "peak_flops", c.train.peak_flops, any);

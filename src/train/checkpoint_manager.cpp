@@ -3,7 +3,13 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "frugal/config/load.h"
 #include "frugal/data/loader.h"
@@ -49,7 +55,29 @@ bool CheckpointManager::parameters_finite() const {
   return !engine_.sharding().any_across_ranks(bad);
 }
 
-void CheckpointManager::save(int64_t step, const LoaderPosition& data) {
+struct CheckpointManager::Snapshot {
+  int64_t step = 0;
+  int writers = 0;  // ranks that write a shard (0: the checkpoint is whole)
+  NamedTensors shard;
+  Checkpoint ckpt;  // rank 0's: the whole tensors and the meta
+  fs::path published;
+};
+
+struct CheckpointManager::Pending {
+  std::unique_ptr<Snapshot> snapshot;
+  std::thread writer;
+  std::atomic<bool> done{false};
+  std::exception_ptr error;
+};
+
+CheckpointManager::~CheckpointManager() {
+  // A run that ends by an error still lets the thread end (its checkpoint stays unpublished
+  // in the staging folder, as a kill would leave it).
+  if (pending_ && pending_->writer.joinable()) pending_->writer.join();
+}
+
+std::unique_ptr<CheckpointManager::Snapshot> CheckpointManager::snapshot(int64_t step,
+                                                                         const LoaderPosition& data) {
   const bool main = !comm_ || comm_->is_main();
   // A checkpoint of non-finite parameters would be resumed from and lose the run: refused,
   // and the ones written before stay.
@@ -60,37 +88,95 @@ void CheckpointManager::save(int64_t step, const LoaderPosition& data) {
         step, last_.empty() ? std::string("none") : last_.string()));
   }
   StateDict state = engine_.state_dict();
+  auto s = std::make_unique<Snapshot>();
+  s->step = step;
   // Ranks that hold shards save their own random generators with them (each draws its own);
   // otherwise rank 0's stand for the job.
-  const int writers = state.layout_json.empty() ? 0 : (comm_ ? comm_->size() : 1);
-  for (auto& t : rng_state()) (writers > 0 ? state.shard : state.state).push_back(std::move(t));
-
-  // Rank 0 prepares the directory, every rank with a shard writes it, rank 0 publishes.
-  if (main) begin_sharded_checkpoint(dir_, step);
-  barrier();
-  if (writers > 0) {
-    write_checkpoint_shard(dir_, step, comm_ ? comm_->rank() : 0, writers, state.shard);
-  }
-  barrier();
+  s->writers = state.layout_json.empty() ? 0 : (comm_ ? comm_->size() : 1);
+  for (auto& t : rng_state()) (s->writers > 0 ? state.shard : state.state).push_back(std::move(t));
+  s->shard = std::move(state.shard);
   if (main) {
-    Checkpoint ckpt;
-    ckpt.step = step;
-    ckpt.model = std::move(state.model);
-    ckpt.optimizer = std::move(state.optimizer);
-    ckpt.state = std::move(state.state);
+    s->ckpt.step = step;
+    s->ckpt.model = std::move(state.model);
+    s->ckpt.optimizer = std::move(state.optimizer);
+    s->ckpt.state = std::move(state.state);
     json meta = {{"step", step},
                  {"data", {{"epoch", data.epoch}, {"batch", data.batch}}},
                  {"global_batch", global_batch()},
                  {"fingerprint", config_fingerprint(cfg_)},
                  {"config", to_yaml(cfg_)}};
-    if (writers > 0) meta["sharding"] = json::parse(state.layout_json);
+    if (s->writers > 0) meta["sharding"] = json::parse(state.layout_json);
     if (!base_.empty()) meta["base"] = base_;
-    ckpt.meta_json = meta.dump(2);
-    last_ = publish_sharded_checkpoint(dir_, ckpt, writers, cfg_.train.keep_last);
+    s->ckpt.meta_json = meta.dump(2);
   }
+  return s;
+}
+
+void CheckpointManager::write(Snapshot& s) const {
+  if (s.writers > 0) {
+    write_checkpoint_shard(dir_, s.step, comm_ ? comm_->rank() : 0, s.writers, s.shard);
+  }
+  // A single process needs no other rank's shard before publishing.
+  if (!comm_) s.published = publish_sharded_checkpoint(dir_, s.ckpt, s.writers, cfg_.train.keep_last);
+}
+
+void CheckpointManager::publish(Snapshot& s) {
+  const bool main = !comm_ || comm_->is_main();
+  if (comm_) {
+    barrier();
+    if (main) s.published = publish_sharded_checkpoint(dir_, s.ckpt, s.writers, cfg_.train.keep_last);
+    barrier();
+  }
+  last_ = main ? s.published : checkpoint_path(dir_, s.step);
+  last_step_ = s.step;
+}
+
+void CheckpointManager::save(int64_t step, const LoaderPosition& data) {
+  finish_pending();  // at most one save in flight, published in order
+  std::unique_ptr<Snapshot> s = snapshot(step, data);
+  // Rank 0 prepares the directory, every rank with a shard writes it, rank 0 publishes.
+  if (!comm_ || comm_->is_main()) begin_sharded_checkpoint(dir_, step);
   barrier();
-  if (!main) last_ = checkpoint_path(dir_, step);
-  last_step_ = step;
+  if (!cfg_.train.checkpoint_async) {
+    write(*s);
+    publish(*s);
+    return;
+  }
+  // Asynchronous: what the save holds is copied to host memory now (the live tensors change
+  // with the next step), then written by a thread while training goes on.
+  for (NamedTensors* part : {&s->shard, &s->ckpt.model, &s->ckpt.optimizer, &s->ckpt.state}) {
+    for (auto& [name, t] : *part) t = t.detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
+  }
+  pending_ = std::make_unique<Pending>();
+  pending_->snapshot = std::move(s);
+  Pending* p = pending_.get();
+  p->writer = std::thread([this, p] {
+    // A low CPU priority (nice 10): on a machine whose cores the step already uses, the write
+    // (serialising, hashing) takes what the step leaves rather than slowing it.
+    ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10);
+    try {
+      write(*p->snapshot);
+    } catch (...) {
+      p->error = std::current_exception();
+    }
+    p->done.store(true);
+  });
+}
+
+void CheckpointManager::poll() {
+  if (!pending_) return;
+  // Published once every rank's write is done: the ranks agree on the step.
+  const bool waiting = !pending_->done.load();
+  if (!engine_.sharding().any_across_ranks(waiting)) finish_pending();
+}
+
+void CheckpointManager::finish_pending() {
+  if (!pending_) return;
+  std::unique_ptr<Pending> p = std::move(pending_);
+  p->writer.join();
+  if (p->error) std::rethrow_exception(p->error);
+  publish(*p->snapshot);
+  if (!comm_ || comm_->is_main()) log::info(fmt::format("checkpoint: {} (written in the background)", last_.string()));
 }
 
 namespace {

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cmath>
 #include <optional>
 
@@ -176,8 +177,18 @@ struct Trainer::Impl {
         metrics.record_eval(st.step, result.val_loss);
       }
       if (every(cfg.train.checkpoint_every, st.step)) {
+        const auto started = std::chrono::steady_clock::now();
         save(st.step);
-        if (main) metrics.message(fmt::format("checkpoint: {}", checkpoints->last().string()));
+        // How long training stood still for it (bench/checkpoint_async reads it).
+        const double held = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        if (main) {
+          metrics.message(checkpoints->save_in_flight()
+                              ? fmt::format("checkpoint: step {} copied in {:.3f} s, writing in the background",
+                                            st.step, held)
+                              : fmt::format("checkpoint: {} ({:.3f} s)", checkpoints->last().string(), held));
+        }
+      } else {
+        checkpoints->poll();  // an asynchronous save published once every rank wrote it
       }
     }
     profiler.finish();
@@ -186,10 +197,12 @@ struct Trainer::Impl {
   // After the last step: the final checkpoint and evaluation, the sample.
   void finish(MetricsRecorder& metrics, TrainResult& result) {
     result.steps = engine->steps_done();
-    if (cfg.train.save_final && checkpoints->last_step() != result.steps) {
-      save(result.steps);
-      log::info(fmt::format("checkpoint: {}", checkpoints->last().string()));
-    }
+    const bool saving_final = cfg.train.save_final && checkpoints->last_step() != result.steps &&
+                              !(checkpoints->save_in_flight() && checkpoint_step_ == result.steps);
+    if (saving_final) save(result.steps);
+    const bool was_async = checkpoints->save_in_flight();
+    checkpoints->finish_pending();  // the last asynchronous save, published before the end
+    if (saving_final && !was_async) log::info(fmt::format("checkpoint: {}", checkpoints->last().string()));
     result.last_checkpoint = checkpoints->last();
     if (std::isnan(result.val_loss) && cfg.train.eval_batches > 0) {
       result.val_loss = evaluator->evaluate();
@@ -346,7 +359,11 @@ struct Trainer::Impl {
     }
   }
 
-  void save(int64_t step) { checkpoints->save(step, loader->position()); }
+  void save(int64_t step) {
+    checkpoints->save(step, loader->position());
+    checkpoint_step_ = step;
+  }
+  int64_t checkpoint_step_ = -1;  // the step of the newest save started (async: maybe in flight)
 };
 
 Trainer::Trainer(Config cfg, dist::RankInfo job)

@@ -181,6 +181,26 @@ TEST_CASE("with the optimizer state on disk: killed at random moments and resume
   CHECK(fs::is_empty(dir / "nvme"));  // no state file outlives its process
 }
 
+TEST_CASE("with asynchronous checkpoints: killed during background writes and resumed, bit-identical",
+          "[integration][reliability][resume][async]") {
+  test::TempDir dir("frugal-crash-async");
+  // train.checkpoint_async: a kill while the thread writes leaves the staging folder
+  // unpublished; the previous checkpoint is the newest complete one.
+  const CrashCase async{
+      "",
+      test::transformer_sets("gpt", 2, 2, 32, 16, 64) +
+          " --set model.dropout=0.1 --set data.type=synthetic"
+      " --set data.synthetic_samples=256 --set data.micro_batch_size=4 --set data.num_workers=0"
+      " --set optim.type=adamw --set train.checkpoint_async=true"
+      " --set train.max_steps=20 --set train.checkpoint_every=2"
+      " --set train.keep_last=2 --set train.eval_batches=0 --set train.progress=none"
+      " --set generate.tokens=0",
+      20};
+  const int kills = run_trials(async, dir);
+  WARN(trials_per_case() << " trials, " << kills << " SIGKILLs survived (asynchronous checkpoints)");
+  CHECK(kills >= trials_per_case());
+}
+
 TEST_CASE("world 2 under frugal launch with zero3: killed and resumed, bit-identical",
           "[integration][reliability][resume][multiproc]") {
   test::TempDir dir("frugal-crash-zero3");

@@ -80,6 +80,7 @@ if [ $mode = check ]; then
   check_row zero3 "zero3 at world 1 under frugal launch" "within 1e-6 of the plain run"
   check_row offload-params "zero3 + params + optimizer offload" "within 1e-5 of the plain run"
   check_row offload-nvme "optimizer state on disk (offload.optimizer nvme)" "bit-exact against optimizer offload in RAM"
+  check_row checkpoint-async "asynchronous checkpoints (train.checkpoint_async)" "the final checkpoint, written in the background, bit-exact against the plain run's"
   check_row lora "LoRA (rank 8, all-linear), bf16-mixed" "losses within 5% relative of the CPU fp32 LoRA run"
   check_row qlora "QLoRA (NF4 base, width 128), bf16-mixed" "losses within 5% relative of the CPU fp32 QLoRA run"
   check_row nccl-cases "Catch2 [cuda][dist] cases (NCCL)" "every case passes"
@@ -405,6 +406,17 @@ row_offload_nvme() {
   local how
   how=$(grep -o "refuses O_DIRECT" "$logs/offload-nvme.log" | head -1)
   same_weights offload-nvme offload-nvme offload-opt 0 "${how:-O_DIRECT}"
+}
+
+# Checkpoints copied from the device to host memory and written by a background thread while
+# training goes on; the exported weights are read from the final one, written that way.
+row_checkpoint_async() {
+  trained fp32 train || { row checkpoint-async "$(why_failed fp32 $? reference)"; return; }
+  trained ckpt-async train --set train.checkpoint_async=true --set train.checkpoint_every=5 ||
+    { row checkpoint-async "$(why_failed ckpt-async $?)"; return; }
+  local bg
+  bg=$(grep -c "written in the background" "$logs/ckpt-async.log" || true)
+  same_weights checkpoint-async ckpt-async fp32 0 "$bg published in the background"
 }
 
 # finetune_row ID ARGS...: the tiny GPT fine-tuned as ARGS say, bf16-mixed on the device

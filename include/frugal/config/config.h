@@ -194,6 +194,10 @@ struct TrainConfig {
   // A checkpoint at the end of the run (when the last step has none): off for runs whose state
   // nobody resumes or exports (benchmarks, the GPU check), where writing it would cost the most.
   bool save_final = true;
+  // Checkpoints written by a background thread while training goes on: the state is copied to
+  // host memory at the save (counted against memory.budget), then written and published with
+  // the same files, hashes and atomic rename; at most one save in flight.
+  bool checkpoint_async = false;
   std::string progress = "auto";  // auto (bar on a terminal, lines otherwise) | bar | lines | none
   bool metrics_per_rank = false;  // multi-process: every rank also writes metrics.rank<N>.jsonl
   // FLOP/s of one rank's device, for MFU in the progress line and metrics.jsonl; 0 = the

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <memory>
 #include <string>
 
 #include "frugal/config/config.h"
@@ -23,8 +24,20 @@ class CheckpointManager {
   CheckpointManager(const Config& cfg, std::filesystem::path dir, Engine& engine,
                     std::shared_ptr<dist::Communicator> comm);
 
+  ~CheckpointManager();
+  CheckpointManager(const CheckpointManager&) = delete;
+  CheckpointManager& operator=(const CheckpointManager&) = delete;
+
   // Every rank calls it at the same step. `data`: where the loader stands after this step.
+  // With train.checkpoint_async the state is copied to host memory and written by a background
+  // thread (a save still in flight is finished first: at most one); otherwise written here.
   void save(int64_t step, const LoaderPosition& data);
+  // Every rank calls it after every step: publishes an asynchronous save once every rank's
+  // write is done (a collective while one is in flight, nothing otherwise).
+  void poll();
+  // Waits for an asynchronous save in flight and publishes it (the run's end).
+  void finish_pending();
+  bool save_in_flight() const { return pending_ != nullptr; }
   struct Resumed {
     int64_t step = 0;
     LoaderPosition data;
@@ -44,6 +57,13 @@ class CheckpointManager {
   // Every rank's parameters finite (a collective).
   bool parameters_finite() const;
   void barrier() const;
+  // The state to save at `step`: the engine's, this rank's random generators, the meta.
+  struct Snapshot;
+  std::unique_ptr<Snapshot> snapshot(int64_t step, const LoaderPosition& data);
+  // Writes this rank's shard (and, in a single process, publishes).
+  void write(Snapshot& s) const;
+  // After every rank wrote: rank 0 publishes (collective).
+  void publish(Snapshot& s);
 
   const Config& cfg_;
   std::filesystem::path dir_;
@@ -54,6 +74,9 @@ class CheckpointManager {
   // A fine-tuned run's base folder (model.init_from), file by file (hf::folder_fingerprint):
   // its checkpoints hold only what trained, so resuming needs the very same base.
   std::map<std::string, std::string> base_;
+  // The asynchronous save in flight: its snapshot and the thread writing it.
+  struct Pending;
+  std::unique_ptr<Pending> pending_;
 };
 
 }  // namespace frugal
