@@ -78,11 +78,7 @@ NvmeOptimizerOffload::NvmeOptimizerOffload(torch::optim::Optimizer& optimizer,
   torch::NoGradGuard no_grad;
   for (auto& group : optimizer.param_groups()) {
     for (auto& p : group.params()) {
-      // Masters in fp32 at least, as RAM offload's (a bf16 model's updates would round away).
-      const at::ScalarType dtype =
-          at::isFloatingType(p.scalar_type()) && c10::elementSize(p.scalar_type()) < 4
-              ? at::kFloat
-              : p.scalar_type();
+      const at::ScalarType dtype = master_dtype(p.scalar_type());
       at::Tensor master = at::empty({0}, at::TensorOptions().dtype(dtype));
       master.requires_grad_(p.requires_grad());
       index_[p.unsafeGetTensorImpl()] = pairs_.size();
@@ -383,14 +379,7 @@ void NvmeOptimizerOffload::reload_from_device() {
 }
 
 void NvmeOptimizerOffload::zero_device_grads(bool set_to_none) {
-  for (Pair& pair : pairs_) {
-    if (!pair.device.grad().defined()) continue;
-    if (set_to_none) {
-      pair.device.mutable_grad().reset();
-    } else {
-      pair.device.mutable_grad().zero_();
-    }
-  }
+  for (Pair& pair : pairs_) clear_device_grad(pair.device, set_to_none);
 }
 
 at::Tensor NvmeOptimizerOffload::master_of(const at::Tensor& p) const {

@@ -36,11 +36,7 @@ OptimizerOffload::OptimizerOffload(torch::optim::Optimizer& optimizer, bool pin_
   };
   for (auto& group : optimizer.param_groups()) {
     for (auto& p : group.params()) {
-      // Masters in fp32 at least: a bf16 model's updates would otherwise round away.
-      const at::ScalarType dtype =
-          at::isFloatingType(p.scalar_type()) && c10::elementSize(p.scalar_type()) < 4
-              ? at::kFloat
-              : p.scalar_type();
+      const at::ScalarType dtype = master_dtype(p.scalar_type());
       const int64_t bytes = p.numel() * static_cast<int64_t>(c10::elementSize(dtype));
       const int64_t master_at = reserve(bytes);
       places.push_back({&p, dtype, master_at, p.requires_grad() ? reserve(bytes) : -1});
@@ -227,14 +223,7 @@ void OptimizerOffload::finish_pipeline() {
 }
 
 void OptimizerOffload::zero_device_grads(bool set_to_none) {
-  for (Pair& pair : pairs_) {
-    if (!pair.device.grad().defined()) continue;
-    if (set_to_none) {
-      pair.device.mutable_grad().reset();
-    } else {
-      pair.device.mutable_grad().zero_();
-    }
-  }
+  for (Pair& pair : pairs_) clear_device_grad(pair.device, set_to_none);
 }
 
 void OptimizerOffload::reload_from_device() {

@@ -24,6 +24,20 @@ OptimizerUpdate::Outcome OptimizerUpdate::finish_step(torch::optim::Optimizer& o
   return {/*skipped=*/false, /*parameters_changed=*/true};
 }
 
+at::ScalarType master_dtype(at::ScalarType param_dtype) {
+  return at::isFloatingType(param_dtype) && c10::elementSize(param_dtype) < 4 ? at::kFloat
+                                                                              : param_dtype;
+}
+
+void clear_device_grad(at::Tensor& device, bool set_to_none) {
+  if (!device.grad().defined()) return;
+  if (set_to_none) {
+    device.mutable_grad().reset();
+  } else {
+    device.mutable_grad().zero_();
+  }
+}
+
 void step_only(torch::optim::Optimizer& optimizer,
                const std::function<bool(const at::Tensor&)>& chosen) {
   auto& groups = optimizer.param_groups();

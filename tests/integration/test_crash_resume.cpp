@@ -137,21 +137,24 @@ int run_trials(const CrashCase& c, const test::TempDir& dir) {
   return kills;
 }
 
+// The single-process cases' run: a tiny GPT with dropout, shuffled synthetic data, AdamW and a
+// checkpoint every other step, `steps` long, `extra` settings after.
+std::string small_run(int steps, int workers, const std::string& extra) {
+  return test::transformer_sets("gpt", 2, 2, 32, 16, 64) +
+         " --set model.dropout=0.1 --set data.type=synthetic --set data.synthetic_samples=256"
+         " --set data.micro_batch_size=4 --set optim.type=adamw --set train.checkpoint_every=2"
+         " --set train.keep_last=2 --set train.eval_batches=0 --set train.progress=none"
+         " --set generate.tokens=0" +
+         fmt::format(" --set data.num_workers={} --set train.max_steps={} ", workers, steps) + extra;
+}
+
 }  // namespace
 
 TEST_CASE("killed at random moments and resumed, a run ends bit-identical to an uninterrupted one",
           "[integration][reliability][resume]") {
   test::TempDir dir("frugal-crash");
   // Dropout, shuffled data from worker threads, AdamW, a checkpoint every other step.
-  const CrashCase single{
-      "",
-      test::transformer_sets("gpt", 2, 2, 32, 16, 64) +
-          " --set model.dropout=0.1 --set data.type=synthetic"
-      " --set data.synthetic_samples=256 --set data.micro_batch_size=4 --set data.num_workers=2"
-      " --set optim.type=adamw --set train.max_steps=30 --set train.checkpoint_every=2"
-      " --set train.keep_last=2 --set train.eval_batches=0 --set train.progress=none"
-      " --set generate.tokens=0",
-      30};
+  const CrashCase single{"", small_run(30, 2, ""), 30};
   const int kills = run_trials(single, dir);
   WARN(trials_per_case() << " trials, " << kills << " SIGKILLs survived (single process)");
   CHECK(kills >= trials_per_case());  // every trial survived at least one kill
@@ -163,18 +166,12 @@ TEST_CASE("with the optimizer state on disk: killed at random moments and resume
   fs::create_directory(dir / "nvme");
   // offload.optimizer nvme: the live state file is scratch (unlinked, gone with the killed
   // process); each resume lays it out again from the newest checkpoint.
-  const CrashCase nvme{
-      "",
-      test::transformer_sets("gpt", 2, 2, 32, 16, 64) +
-          " --set model.dropout=0.1 --set data.type=synthetic"
-      " --set data.synthetic_samples=256 --set data.micro_batch_size=4 --set data.num_workers=0"
-      " --set optim.type=adamw --set strategy.offload.optimizer=nvme"
-      " --set strategy.offload.buffer_mb=0.05 --set strategy.offload.nvme_path=" +
-          test::quote((dir / "nvme").string()) +
-          " --set train.max_steps=20 --set train.checkpoint_every=2"
-      " --set train.keep_last=2 --set train.eval_batches=0 --set train.progress=none"
-      " --set generate.tokens=0",
-      20};
+  const CrashCase nvme{"",
+                       small_run(20, 0,
+                                 "--set strategy.offload.optimizer=nvme --set strategy.offload.buffer_mb=0.05"
+                                 " --set strategy.offload.nvme_path=" +
+                                     test::quote((dir / "nvme").string())),
+                       20};
   const int kills = run_trials(nvme, dir);
   WARN(trials_per_case() << " trials, " << kills << " SIGKILLs survived (optimizer state on disk)");
   CHECK(kills >= trials_per_case());
@@ -186,16 +183,7 @@ TEST_CASE("with asynchronous checkpoints: killed during background writes and re
   test::TempDir dir("frugal-crash-async");
   // train.checkpoint_async: a kill while the thread writes leaves the staging folder
   // unpublished; the previous checkpoint is the newest complete one.
-  const CrashCase async{
-      "",
-      test::transformer_sets("gpt", 2, 2, 32, 16, 64) +
-          " --set model.dropout=0.1 --set data.type=synthetic"
-      " --set data.synthetic_samples=256 --set data.micro_batch_size=4 --set data.num_workers=0"
-      " --set optim.type=adamw --set train.checkpoint_async=true"
-      " --set train.max_steps=20 --set train.checkpoint_every=2"
-      " --set train.keep_last=2 --set train.eval_batches=0 --set train.progress=none"
-      " --set generate.tokens=0",
-      20};
+  const CrashCase async{"", small_run(20, 0, "--set train.checkpoint_async=true"), 20};
   const int kills = run_trials(async, dir);
   WARN(trials_per_case() << " trials, " << kills << " SIGKILLs survived (asynchronous checkpoints)");
   CHECK(kills >= trials_per_case());

@@ -73,6 +73,13 @@ class OptimizerUpdate {
   bool overlapping_ = false;
 };
 
+// What the two optimizer offloads (strategy/offload.h, strategy/nvme_offload.h) share:
+// the dtype of a parameter's master, fp32 at least (a bf16 model's updates would round away at
+// its own precision), and the device gradient cleared after their step (dropped with
+// `set_to_none`, else zeroed in place where a sharding owns it as a buffer).
+at::ScalarType master_dtype(at::ScalarType param_dtype);
+void clear_device_grad(at::Tensor& device, bool set_to_none);
+
 // Steps only the optimizer's parameters for which `chosen` is true: its groups are cut down to
 // them for the call and restored after it (also when it throws). The optimizers frugal offers
 // update each parameter from its own gradient and state, so this is the full step's update of
