@@ -18,24 +18,7 @@ void InBackwardUpdate::step_subset(const std::vector<at::Tensor>& params) {
   // those of `params` it has (their state and options stay the group's).
   std::unordered_set<const void*> wanted;
   for (const auto& p : params) wanted.insert(p.unsafeGetTensorImpl());
-  auto& groups = optimizer_->param_groups();
-  std::vector<std::vector<at::Tensor>> saved;
-  saved.reserve(groups.size());
-  for (auto& group : groups) {
-    saved.push_back(group.params());
-    std::vector<at::Tensor> subset;
-    for (const auto& p : group.params()) {
-      if (wanted.count(p.unsafeGetTensorImpl())) subset.push_back(p);
-    }
-    group.params() = std::move(subset);
-  }
-  try {
-    optimizer_->step();
-  } catch (...) {
-    for (size_t g = 0; g < saved.size(); ++g) groups[g].params() = std::move(saved[g]);
-    throw;
-  }
-  for (size_t g = 0; g < saved.size(); ++g) groups[g].params() = std::move(saved[g]);
+  step_only(*optimizer_, [&](const at::Tensor& p) { return wanted.count(p.unsafeGetTensorImpl()) != 0; });
 }
 
 void InBackwardUpdate::ready(const std::vector<at::Tensor>& params) {
