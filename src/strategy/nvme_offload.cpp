@@ -19,6 +19,7 @@
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
 #include "frugal/util/trace.h"
+#include "io/file_runs_map.h"
 
 namespace frugal {
 namespace {
@@ -137,6 +138,14 @@ void NvmeOptimizerOffload::step_entries(torch::optim::Optimizer& optimizer,
 
 void NvmeOptimizerOffload::step(torch::optim::Optimizer& optimizer) {
   torch::NoGradGuard no_grad;
+  // The step writes the file: no tensor may still map it (nor keep pages the writes would
+  // have to invalidate).
+  if (state_mapped_) {
+    for (Entry& entry : entries_) {
+      for (Placed& p : entry.tensors) p.tensor.set_();
+    }
+    state_mapped_ = false;
+  }
   if (entries_.empty()) {
     lay_out_step(optimizer);
   } else {
@@ -199,14 +208,18 @@ void NvmeOptimizerOffload::lay_out_pair(torch::optim::Optimizer& optimizer, size
                     "not contiguous host memory");
       }
       entry.tensors.push_back({t, at, t.sizes().vec(), t.scalar_type()});
-      at += aligned64(static_cast<int64_t>(t.nbytes()));
+      // A piece's tensors start on a page: bring_state_in maps the pieces of each one side by
+      // side into a whole tensor.
+      const auto bytes = static_cast<int64_t>(t.nbytes());
+      at += pair.piece > 0 ? io::map_aligned(bytes) : aligned64(bytes);
     };
     place(pair.master);
     // "step" is a count the optimizer's state object keeps itself (returned as a new tensor).
     for (const auto& [kind, t] : param_state_tensors(optimizer, pair.master)) {
       if (kind != "step" && t.defined()) place(t);
     }
-    entry.bytes = io::direct_aligned(std::max<int64_t>(at, 1));
+    // Whole pages (at least the direct-I/O block): an entry is mapped on its own for a save.
+    entry.bytes = io::map_aligned(std::max<int64_t>(at, 1));
     io::AlignedBuffer staging(entry.bytes);
     for (const Placed& p : entry.tensors) {
       std::memcpy(staging.data() + p.at, p.tensor.data_ptr(), p.tensor.nbytes());
@@ -247,7 +260,9 @@ void NvmeOptimizerOffload::lay_out_step(torch::optim::Optimizer& optimizer) {
   for (Pair& pair : pairs_) {
     const int64_t numel = c10::multiply_integers(pair.sizes);
     const int64_t element = static_cast<int64_t>(c10::elementSize(pair.dtype));
-    const int64_t fits = std::max<int64_t>(1024, slot / (4 * element) / 1024 * 1024);
+    // Pieces of whole pages, so that each piece's tensors map page by page (bring_state_in).
+    const int64_t unit = io::map_granularity() / element;
+    const int64_t fits = std::max<int64_t>(unit, slot / (4 * element) / unit * unit);
     pair.piece = can_cut && pair.device.is_contiguous() && numel > fits ? fits : 0;
     largest_grads = std::max(largest_grads, aligned64((pair.piece > 0 ? pair.piece : numel) * element));
   }
@@ -328,54 +343,56 @@ void NvmeOptimizerOffload::bring_state_in() {
     }
     return;
   }
-  int64_t largest = 0;
-  for (const Entry& entry : entries_) largest = std::max(largest, entry.bytes);
-  io::AlignedBuffer staging(largest);
-  // A parameter in pieces is put together whole, in the parameter's shape (as RAM offload
-  // keeps it, and as a checkpoint stores it).
-  std::map<size_t, std::vector<at::Tensor>> assembled;
+  // The tensors map the file (copy-on-write): a checkpoint's writer reads them through the
+  // page cache one at a time, and the process holds no copy of the state. An entry maps on
+  // its own; a parameter in pieces has each tensor put together whole, in the parameter's
+  // shape (as RAM offload keeps it, and as a checkpoint stores it), from its pieces' pages.
+  state_mapped_ = true;
+  const int fd = file_->fd();
+  struct Pieces {
+    Entry* first = nullptr;
+    std::vector<std::vector<io::FileRun>> runs;  // per tensor of the entry
+  };
+  std::map<size_t, Pieces> pieced;
   for (Entry& entry : entries_) {
-    engine_->wait(engine_->read(*file_, staging.data(), entry.bytes, entry.offset));
     const Pair& pair = pairs_[entry.pair];
     if (pair.piece == 0) {
-      for (Placed& p : entry.tensors) {
-        p.tensor.set_(at::empty(p.sizes, at::TensorOptions().dtype(p.dtype)));
-        std::memcpy(p.tensor.data_ptr(), staging.data() + p.at, p.tensor.nbytes());
-      }
+      const auto map = io::FileRunsMap::map(fd, {{entry.offset, entry.bytes}});
+      for (Placed& p : entry.tensors) p.tensor.set_(io::tensor_over(map, p.at, p.sizes, p.dtype));
       continue;
     }
-    auto& parts = assembled[entry.pair];
-    if (parts.empty()) {
-      for (const Placed& p : entry.tensors) {
-        parts.push_back(at::empty(pair.sizes, at::TensorOptions().dtype(p.dtype)));
-      }
-    }
+    Pieces& pieces = pieced[entry.pair];
+    if (pieces.first == nullptr) pieces.first = &entry;
+    pieces.runs.resize(entry.tensors.size());
     for (size_t k = 0; k < entry.tensors.size(); ++k) {
       const Placed& p = entry.tensors[k];
-      const int64_t element = static_cast<int64_t>(c10::elementSize(p.dtype));
-      std::memcpy(static_cast<std::byte*>(parts[k].data_ptr()) + entry.begin * element,
-                  staging.data() + p.at, static_cast<size_t>(entry.count * element));
+      pieces.runs[k].push_back(
+          {entry.offset + p.at, entry.count * static_cast<int64_t>(c10::elementSize(p.dtype))});
     }
   }
-  for (auto& [pair, parts] : assembled) {
-    for (const Entry& entry : entries_) {
-      if (entry.pair != pair) continue;
-      for (size_t k = 0; k < parts.size(); ++k) at::Tensor(entry.tensors[k].tensor).set_(parts[k]);
-      break;
+  for (auto& [pair, pieces] : pieced) {
+    for (size_t k = 0; k < pieces.runs.size(); ++k) {
+      Placed& p = pieces.first->tensors[k];
+      p.tensor.set_(io::tensor_over(io::FileRunsMap::map(fd, pieces.runs[k]), 0,
+                                    pairs_[pair].sizes, p.dtype));
     }
   }
 }
 
 void NvmeOptimizerOffload::reload_from_device() {
-  // The state stays the optimizer's (in host memory: a load replaced it, or it is brought in);
-  // the next step takes the masters from the device and lays the file out again.
+  // The state stays the optimizer's (a load replaced it, or it maps the file); the next step
+  // takes the masters from the device and lays the state out again, in a new scratch file if
+  // the state maps the old one (which is read as the new one is written, and goes with the
+  // last tensor mapping it).
   bring_state_in();
   torch::NoGradGuard no_grad;
-  for (Pair& pair : pairs_) pair.master.copy_(pair.device);
+  if (state_mapped_) file_ = open_scratch(options_.dir, options_.require_direct);
+  for (Pair& pair : pairs_) pair.master.set_();  // as between steps: the device holds them
   entries_.clear();
   records_.clear();
   stream_.reset();
   state_in_memory_ = false;
+  state_mapped_ = false;
 }
 
 void NvmeOptimizerOffload::zero_device_grads(bool set_to_none) {

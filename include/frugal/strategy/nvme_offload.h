@@ -14,8 +14,9 @@
 // would otherwise need three slots of that size). The layout is learnt on the
 // first step (the optimizer creates its state then): that step takes the parameters one at a
 // time, the steps after it stream records. Between steps the masters and the state tensors
-// hold no memory (0 elements); bring_state_in() reads them into host memory for a checkpoint,
-// and the next step lets that memory go. The file is unlinked as soon as it is opened: it is
+// hold no memory (0 elements); bring_state_in() maps them from the file (copy-on-write, read
+// through the page cache) for a checkpoint, whose writer streams them without the process
+// holding a copy, and the next step lets the mappings go. The file is unlinked as soon as it is opened: it is
 // scratch, gone with the process however it ends (a checkpoint holds the state to resume).
 //
 // The arithmetic is the optimizer's own on the same values: a run equals RAM offload's (and the
@@ -130,6 +131,7 @@ class NvmeOptimizerOffload final : public OptimizerUpdate {
   at::Tensor grad_scratch_;     // bytes: the gradients of one record
   std::vector<int64_t> steps_;  // per pair, the step count before this step (pieces put it back)
   bool state_in_memory_ = false;  // bring_state_in ran since the last step
+  bool state_mapped_ = false;     // ... and the state's tensors map the file
 };
 
 }  // namespace frugal
