@@ -14,10 +14,10 @@ NamedTensors module_state(const torch::nn::Module& module, const std::set<std::s
   NamedTensors out;
   for (const auto& p : module.named_parameters(/*recurse=*/true)) {
     if (skip.count(p.key()) != 0 || !p.value().requires_grad()) continue;
-    out.emplace_back(p.key(), p.value().detach().cpu().contiguous().clone());
+    out.emplace_back(p.key(), p.value().detach().cpu().contiguous());
   }
   for (const auto& b : module.named_buffers(/*recurse=*/true)) {
-    out.emplace_back(b.key(), b.value().detach().cpu().contiguous().clone());
+    out.emplace_back(b.key(), b.value().detach().cpu().contiguous());
   }
   return out;
 }

@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "frugal/engine/engine.h"
+#include "frugal/io/checkpoint.h"
 #include "frugal/memory/cpu_tracking.h"
 #include "frugal/models/gpt.h"
 #include "frugal/optim/optimizer.h"
@@ -33,8 +34,10 @@ GptOptions model_options(int64_t width, int64_t layers) {
   return GptOptions::sized(64, 16, layers, 2, width);
 }
 
+// read_state: what a checkpoint would save, read back; save_dir: a checkpoint written there.
 Trained train(StrategyConfig sc, const OptimConfig& oc, int64_t steps, int64_t width = 32,
-              int64_t layers = 2, bool read_state = true) {
+              int64_t layers = 2, bool read_state = true,
+              const std::filesystem::path& save_dir = {}) {
   at::manual_seed(4);
   auto model = std::make_shared<Gpt>(model_options(width, layers));
   Engine engine(EngineOptions{sc, 0.5});
@@ -54,6 +57,15 @@ Trained train(StrategyConfig sc, const OptimConfig& oc, int64_t steps, int64_t w
     out.parameters = static_cast<int64_t>(model->parameters().size());
     out.file_bytes = nvme->file_bytes();
     out.ring_bytes = nvme->host_buffer_bytes();
+  }
+  if (!save_dir.empty()) {
+    StateDict state = engine.state_dict();
+    Checkpoint ckpt;
+    ckpt.step = steps;
+    ckpt.model = std::move(state.model);
+    ckpt.optimizer = std::move(state.optimizer);
+    ckpt.state = std::move(state.state);
+    save_checkpoint(save_dir, ckpt, 0);
   }
   if (!read_state) return out;
   // The state a checkpoint would save, read back from the file.
@@ -158,10 +170,23 @@ TEST_CASE("with the optimizer state on disk host memory stays at the model and t
   } unset;
   memory::reset_cpu_peak();
   const int64_t before = memory::cpu_counters().current_bytes;
-  Trained nvme = train(sc, oc, 3, kWidth, kLayers, /*read_state=*/false);
+  // Training, then a checkpoint of everything: the save maps the state from the scratch file
+  // and streams it out, so it stays within the budget too.
+  frugal::test::TempDir ckpts;
+  Trained nvme = train(sc, oc, 3, kWidth, kLayers, /*read_state=*/false, ckpts.path());
   const int64_t peak = memory::cpu_counters().peak_bytes - before;
   INFO("peak " << peak);
   CHECK(peak <= budget);
+  memory::set_cpu_budget(0);
+  const Checkpoint back = load_checkpoint(checkpoint_path(ckpts.path(), 3));
+  int64_t saved_state = 0;
+  for (const auto& [name, t] : back.optimizer) {
+    if (name.size() < 5 || name.substr(name.size() - 5) != "/step") saved_state += t.nbytes();
+  }
+  // Both moments in full (fp32 training: the masters are the parameters, saved as the model).
+  CHECK(saved_state == 2 * param_bytes);
+  CHECK(back.model.size() == Gpt(model_options(kWidth, kLayers)).named_parameters().size());
+  memory::set_cpu_budget(budget);
   CHECK(nvme.file_bytes >= state_bytes);
   CHECK(nvme.ring_bytes <= (int64_t{7} << 20) / 2);
   // RAM offload keeps the same state in host memory: over the same budget.

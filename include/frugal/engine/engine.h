@@ -138,6 +138,8 @@ class Engine {
   // of the training state (the sharding's part and the loss scaler's), and the state back
   // from a checkpoint written under any layout. load_state_dict returns true when it came
   // back in the layout it was saved in (a rank's random generators may then follow).
+  // state_dict's CPU tensors share the live state's memory (a save holds no second copy):
+  // clone what must outlive the next step.
   StateDict state_dict();
   bool load_state_dict(SavedState& saved);
   // After parameters were written outside step() (a resume): offloaded masters follow.

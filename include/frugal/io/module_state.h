@@ -11,7 +11,10 @@
 
 namespace frugal::io {
 
-// Parameters then buffers, by their dotted names, as contiguous CPU copies; names in `skip`
+// Parameters then buffers, by their dotted names, as contiguous CPU tensors: on the CPU they
+// share the live tensors' memory (as PyTorch's state_dict does), so that a save never holds a
+// second copy of the model; whoever keeps them past the next step (an asynchronous save)
+// copies them. Names in `skip`
 // (parameters a sharded checkpoint stores in shards) are left out, and so are frozen parameters
 // (requires_grad false): training never changes them, so a checkpoint keeps only what it did
 // change, and the frozen base comes from where the model was built from (its seed, or
