@@ -35,10 +35,12 @@ TEST_CASE("zero1/2/3 at world 1, 2 and 4 equal one process, with ZeRO's memory a
         CHECK(diff.get<double>() < (reduced_precision ? 5e-2 : 1e-5));
       }
       CHECK(j.at("units").at("size") == 2);
-      // zero2 and zero3 with offload.optimizer ram (with and without the pipelined step) and
-      // nvme; zero3 with offload.params, alone and with the state on disk.
-      CHECK(j.at("offload_exact").size() == 8);
-      for (const char* run : {"zero2/nvme", "zero3/nvme", "zero3/params+nvme"}) {
+      // zero1 with offload.optimizer ram and nvme; zero2 and zero3 with offload.optimizer ram
+      // (with and without the pipelined step) and nvme; zero3 with offload.params, alone and
+      // with the state on disk.
+      CHECK(j.at("offload_exact").size() == 10);
+      for (const char* run : {"zero1/optimizer", "zero1/nvme", "zero2/nvme", "zero3/nvme",
+                              "zero3/params+nvme"}) {
         CHECK(j.at("offload_exact").at(run) == true);
       }
       CHECK(j.at("units").at("block") == 4);

@@ -444,6 +444,30 @@ int zero() {
       for (const auto& p : run.model->named_parameters()) out[p.key()] = p.value().detach().clone();
       return out;
     };
+    auto same_params = [](const std::map<std::string, at::Tensor>& a,
+                          const std::map<std::string, at::Tensor>& b) {
+      bool equal = true;
+      for (const auto& [k, v] : a) equal = equal && at::equal(v, b.at(k));
+      return equal;
+    };
+    {
+      // zero1: whole gradients on every rank, each rank's optimizer shard on the host or on
+      // disk.
+      StrategyConfig sc;
+      sc.sharding.mode = "zero1";
+      sc.accumulation = 2;
+      const auto plain = params_of(sc, clip);
+      sc.offload.optimizer = true;
+      const bool in_ram = same_params(plain, params_of(sc, clip));
+      require(in_ram, "zero1 with offload.optimizer: the same parameters as without");
+      report["offload_exact"]["zero1/optimizer"] = in_ram;
+      sc.offload.optimizer = OptimizerPlace::nvme;
+      sc.offload.nvme_path = scratch.string();
+      sc.offload.buffer_mb = 0.02;
+      const bool on_disk = same_params(plain, params_of(sc, clip));
+      require(on_disk, "zero1 with the optimizer state on disk: the same parameters");
+      report["offload_exact"]["zero1/nvme"] = on_disk;
+    }
     for (const std::string mode : {"zero2", "zero3"}) {
       StrategyConfig sc;
       sc.sharding.mode = mode;
