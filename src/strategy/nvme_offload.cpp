@@ -138,13 +138,19 @@ void NvmeOptimizerOffload::step_entries(torch::optim::Optimizer& optimizer,
 
 void NvmeOptimizerOffload::step(torch::optim::Optimizer& optimizer) {
   torch::NoGradGuard no_grad;
-  // The step writes the file: no tensor may still map it (nor keep pages the writes would
-  // have to invalidate).
+  // The step writes the file: an asynchronous checkpoint reading the state through its
+  // mappings finishes first, and no tensor of the optimizer's may still map it (nor keep pages
+  // the writes would have to invalidate).
+  if (held_.valid()) {
+    held_.wait();
+    held_ = {};
+  }
   if (state_mapped_) {
     for (Entry& entry : entries_) {
       for (Placed& p : entry.tensors) p.tensor.set_();
     }
     state_mapped_ = false;
+    mapped_.clear();
   }
   if (entries_.empty()) {
     lay_out_step(optimizer);
@@ -377,6 +383,19 @@ void NvmeOptimizerOffload::bring_state_in() {
                                     pairs_[pair].sizes, p.dtype));
     }
   }
+  for (const Entry& entry : entries_) {
+    for (const Placed& p : entry.tensors) {
+      if (p.tensor.numel() > 0) mapped_.insert(p.tensor.storage().data());
+    }
+  }
+}
+
+bool NvmeOptimizerOffload::kept_until_step(const at::Tensor& t) const {
+  return state_mapped_ && t.defined() && t.has_storage() && mapped_.count(t.storage().data()) != 0;
+}
+
+void NvmeOptimizerOffload::hold_state_until(std::shared_future<void> written) {
+  held_ = std::move(written);
 }
 
 void NvmeOptimizerOffload::reload_from_device() {
@@ -393,6 +412,7 @@ void NvmeOptimizerOffload::reload_from_device() {
   stream_.reset();
   state_in_memory_ = false;
   state_mapped_ = false;
+  mapped_.clear();
 }
 
 void NvmeOptimizerOffload::zero_device_grads(bool set_to_none) {

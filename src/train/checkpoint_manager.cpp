@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -18,6 +19,7 @@
 #include "frugal/hf/folder.h"
 #include "frugal/io/checkpoint.h"
 #include "frugal/io/checkpoint_meta.h"
+#include "frugal/memory/stats.h"
 #include "frugal/models/finetune.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
@@ -68,6 +70,8 @@ struct CheckpointManager::Pending {
   std::thread writer;
   std::atomic<bool> done{false};
   std::exception_ptr error;
+  std::promise<void> written;  // what the update's next step waits for (hold_state_until)
+  int64_t copied_bytes = 0, in_place_bytes = 0;
 };
 
 CheckpointManager::~CheckpointManager() {
@@ -143,13 +147,24 @@ void CheckpointManager::save(int64_t step, const LoaderPosition& data) {
     return;
   }
   // Asynchronous: what the save holds is copied to host memory now (the live tensors change
-  // with the next step), then written by a thread while training goes on.
-  for (NamedTensors* part : {&s->shard, &s->ckpt.model, &s->ckpt.optimizer, &s->ckpt.state}) {
-    for (auto& [name, t] : *part) t = t.detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
-  }
+  // with the next step), then written by a thread while training goes on. State the update
+  // keeps on disk, unchanged until its next step, is written from there with no copy: that
+  // step waits for the write instead.
+  OptimizerUpdate& update = *engine_.update();
   pending_ = std::make_unique<Pending>();
-  pending_->snapshot = std::move(s);
   Pending* p = pending_.get();
+  for (NamedTensors* part : {&s->shard, &s->ckpt.model, &s->ckpt.optimizer, &s->ckpt.state}) {
+    for (auto& [name, t] : *part) {
+      if (update.kept_until_step(t)) {
+        p->in_place_bytes += static_cast<int64_t>(t.nbytes());
+        continue;
+      }
+      t = t.detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
+      p->copied_bytes += static_cast<int64_t>(t.nbytes());
+    }
+  }
+  p->snapshot = std::move(s);
+  if (p->in_place_bytes > 0) update.hold_state_until(p->written.get_future().share());
   p->writer = std::thread([this, p] {
     // A low CPU priority (nice 10): on a machine whose cores the step already uses, the write
     // (serialising, hashing) takes what the step leaves rather than slowing it.
@@ -159,6 +174,7 @@ void CheckpointManager::save(int64_t step, const LoaderPosition& data) {
     } catch (...) {
       p->error = std::current_exception();
     }
+    p->written.set_value();
     p->done.store(true);
   });
 }
@@ -176,7 +192,15 @@ void CheckpointManager::finish_pending() {
   p->writer.join();
   if (p->error) std::rethrow_exception(p->error);
   publish(*p->snapshot);
-  if (!comm_ || comm_->is_main()) log::info(fmt::format("checkpoint: {} (written in the background)", last_.string()));
+  if (!comm_ || comm_->is_main()) {
+    const std::string in_place =
+        p->in_place_bytes == 0
+            ? std::string()
+            : fmt::format("; {} of optimizer state read in place from the offload file, {} copied",
+                          memory::format_bytes(p->in_place_bytes),
+                          memory::format_bytes(p->copied_bytes));
+    log::info(fmt::format("checkpoint: {} (written in the background{})", last_.string(), in_place));
+  }
 }
 
 namespace {

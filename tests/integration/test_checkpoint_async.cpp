@@ -1,8 +1,8 @@
 // train.checkpoint_async: checkpoints written by a background thread while training goes on
 // are the synchronous ones, byte for byte (model, optimizer state, random generators, data
 // position, meta), in a single process and at world 2 under zero2 (sharded, published once
-// both ranks wrote); a run resumed from one ends where the uninterrupted run ends; keep_last
-// still prunes. Killed during a background write: tests/integration/test_crash_resume.cpp.
+// both ranks wrote), also with the optimizer state on disk (written from the offload file in
+// place); a run resumed from one ends where the uninterrupted run ends; keep_last still prunes. Killed during a background write: tests/integration/test_crash_resume.cpp.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
@@ -35,17 +35,33 @@ fs::path at_step(const fs::path& run, int step) {
 TEST_CASE("asynchronous checkpoints are the synchronous ones, byte for byte",
           "[integration][checkpoint][async]") {
   frugal::test::TempDir dir("frugal-async");
-  for (const std::string prefix : {"", "launch --nproc-per-node 2 --master-port 0 --"}) {
-    SECTION(prefix.empty() ? "single process" : "world 2, zero2") {
-      const std::string base = prefix + run_args(dir.path(), 9) +
-                               (prefix.empty() ? "" : " --set strategy.sharding=zero2");
+  frugal::test::TempDir scratch("frugal-async-nvme");
+  struct Variant {
+    const char* name;
+    std::string prefix, sets;
+  };
+  const std::string launch = "launch --nproc-per-node 2 --master-port 0 --";
+  const std::string on_disk = " --set strategy.offload.optimizer=nvme --set strategy.offload.buffer_mb=0.05"
+                              " --set strategy.offload.nvme_path=" + frugal::test::quote(scratch.path().string());
+  for (const Variant& v : {Variant{"single process", "", ""},
+                           Variant{"world 2, zero2", launch, " --set strategy.sharding=zero2"},
+                           Variant{"optimizer state on disk", "", on_disk},
+                           Variant{"world 2, zero2, optimizer state on disk", launch,
+                                   " --set strategy.sharding=zero2" + on_disk}}) {
+    SECTION(v.name) {
+      const std::string base = v.prefix + run_args(dir.path(), 9) + v.sets;
+      const bool nvme = !v.sets.empty() && v.sets.find("nvme") != std::string::npos;
       auto sync = frugal::test::frugal(base + " --set run.name=sync", 300);
       INFO(sync.out << sync.err);
       REQUIRE(sync.exit_code == 0);
       auto async = frugal::test::frugal(base + " --set run.name=async --set train.checkpoint_async=true", 300);
       INFO(async.out << async.err);
       REQUIRE(async.exit_code == 0);
-      CHECK_THAT(async.out + async.err, Catch::Contains("(written in the background)"));
+      // The state on disk is written from the offload file, not copied to host memory (the
+      // step after the save waits for the write instead).
+      CHECK_THAT(async.out + async.err,
+                 Catch::Contains(nvme ? "of optimizer state read in place from the offload file"
+                                      : "(written in the background)"));
       // keep_last 2: steps 8 and 9 (the final save) remain, as in the synchronous run.
       CHECK(frugal::list_checkpoints(dir / "async" / "checkpoints").size() == 2);
       for (int step : {8, 9}) frugal::test::check_identical(at_step(dir / "sync", step), at_step(dir / "async", step));

@@ -151,6 +151,7 @@ class Engine {
   const OptimizerOffload* offload() const;
   // The step object in use (the plain update, offload's, or optim.in_backward's), after setup.
   const OptimizerUpdate* update() const { return update_.get(); }
+  OptimizerUpdate* update() { return update_.get(); }
   // strategy.offload.activations' offloader, for its figures (null when off).
   const ActivationOffload* activation_offload() const { return activation_offload_.get(); }
 

@@ -29,7 +29,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <future>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "frugal/strategy/optimizer_update.h"
@@ -66,6 +68,8 @@ class NvmeOptimizerOffload final : public OptimizerUpdate {
   // steps the master is on disk, and the device copy holds its values (in the device's dtype).
   at::Tensor master_of(const at::Tensor& p) const override;
   void bring_state_in() override;
+  bool kept_until_step(const at::Tensor& t) const override;
+  void hold_state_until(std::shared_future<void> written) override;
 
   // Figures: the state file's size, the host memory the ring and the gradient scratch take,
   // whether transfers bypass the page cache, the engine's back end, records per step.
@@ -132,6 +136,8 @@ class NvmeOptimizerOffload final : public OptimizerUpdate {
   std::vector<int64_t> steps_;  // per pair, the step count before this step (pieces put it back)
   bool state_in_memory_ = false;  // bring_state_in ran since the last step
   bool state_mapped_ = false;     // ... and the state's tensors map the file
+  std::unordered_set<const void*> mapped_;  // the storages of those tensors
+  std::shared_future<void> held_;  // an asynchronous checkpoint still reading the mappings
 };
 
 }  // namespace frugal

@@ -10,6 +10,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <functional>
+#include <future>
 #include <memory>
 #include <vector>
 
@@ -57,6 +58,16 @@ class OptimizerUpdate {
   // load): state kept elsewhere (NVMe offload's file) is brought into host memory, where the
   // optimizer's own tensors hold it until the next step.
   virtual void bring_state_in() {}
+  // Whether `t` (a tensor of a state_dict taken since the last step) is the update's own state
+  // read in place from where it is kept (NVMe offload maps its file), unchanged until the next
+  // step: an asynchronous checkpoint then writes it without a copy in host memory, and hands
+  // hold_state_until the moment its write is done, which that step waits for before it changes
+  // the state.
+  virtual bool kept_until_step(const at::Tensor& t) const {
+    (void)t;
+    return false;
+  }
+  virtual void hold_state_until(std::shared_future<void> written) { (void)written; }
 
  protected:
   // What a subclass that can overlap backward provides: whether it can, the pipeline's start
