@@ -153,16 +153,27 @@ void CheckpointManager::save(int64_t step, const LoaderPosition& data) {
   OptimizerUpdate& update = *engine_.update();
   pending_ = std::make_unique<Pending>();
   Pending* p = pending_.get();
+  std::map<std::string, at::Tensor> staged;
+  int part_index = 0;
   for (NamedTensors* part : {&s->shard, &s->ckpt.model, &s->ckpt.optimizer, &s->ckpt.state}) {
+    ++part_index;
     for (auto& [name, t] : *part) {
       if (update.kept_until_step(t)) {
         p->in_place_bytes += static_cast<int64_t>(t.nbytes());
         continue;
       }
-      t = t.detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
+      const std::string key = fmt::format("{}/{}", part_index, name);
+      at::Tensor buffer = staging_[key];
+      if (!buffer.defined() || buffer.sizes() != t.sizes() || buffer.scalar_type() != t.scalar_type()) {
+        buffer = at::empty(t.sizes(), at::TensorOptions().dtype(t.scalar_type()).pinned_memory(t.is_cuda()));
+      }
+      buffer.copy_(t.detach());
+      t = buffer;
+      staged.emplace(key, std::move(buffer));
       p->copied_bytes += static_cast<int64_t>(t.nbytes());
     }
   }
+  staging_ = std::move(staged);  // what this save did not use is freed
   p->snapshot = std::move(s);
   if (p->in_place_bytes > 0) update.hold_state_until(p->written.get_future().share());
   p->writer = std::thread([this, p] {
