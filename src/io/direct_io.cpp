@@ -38,11 +38,16 @@ bool fault_no_odirect() {
   return v && std::string(v) == "1";
 }
 
-// Whether a write of `bytes` more would pass the injected ENOSPC limit (and counts it).
+// Whether a write of `bytes` more would pass the injected ENOSPC limit (and counts it). The
+// count starts again whenever the variable is unset, so that the tests of one process that set
+// it each start from an empty disk.
 bool fault_disk_full(int64_t bytes) {
   static std::atomic<int64_t> written{0};
   const char* v = std::getenv("FRUGAL_FAULT_DIRECT_ENOSPC_AFTER_BYTES");
-  if (!v) return false;
+  if (!v) {
+    written.store(0);
+    return false;
+  }
   return written.fetch_add(bytes) + bytes > std::atoll(v);
 }
 
@@ -74,22 +79,30 @@ int64_t transfer_rest(const Request& r, int64_t done) {
 
 }  // namespace
 
-AlignedBuffer::AlignedBuffer(int64_t bytes) : size_(direct_aligned(bytes)) {
+AlignedBuffer::AlignedBuffer(int64_t bytes) : AlignedBuffer(bytes, HostAllocate()) {}
+
+AlignedBuffer::AlignedBuffer(int64_t bytes, const HostAllocate& allocate)
+    : size_(direct_aligned(bytes)) {
   if (size_ == 0) return;
-  // Over-allocated by one alignment: torch's allocator aligns to 64 bytes only. The DataPtr is
-  // kept whole, so that it is freed by the allocator that gave it.
-  std::shared_ptr<c10::DataPtr> got;
-  try {
-    got = std::make_shared<c10::DataPtr>(
-        c10::GetCPUAllocator()->allocate(static_cast<size_t>(size_ + kDirectAlignment)));
-  } catch (const c10::Error& e) {
-    throw Error(fmt::format("cannot allocate {} bytes of aligned host memory: {}", size_,
-                            e.what_without_backtrace()));
+  // Over-allocated by one alignment: torch's allocator aligns to 64 bytes only. The block's
+  // owner is kept whole, so that it is freed by the allocator that gave it.
+  HostBlock got;
+  const int64_t room = size_ + kDirectAlignment;
+  if (allocate) {
+    got = allocate(room);
+  } else {
+    try {
+      auto ptr = std::make_shared<c10::DataPtr>(c10::GetCPUAllocator()->allocate(static_cast<size_t>(room)));
+      got.data = static_cast<std::byte*>(ptr->get());
+      got.owner = std::move(ptr);
+    } catch (const c10::Error& e) {
+      throw Error(fmt::format("cannot allocate {} bytes of aligned host memory: {}", size_,
+                              e.what_without_backtrace()));
+    }
   }
-  const auto at = reinterpret_cast<uintptr_t>(got->get());
-  data_ = static_cast<std::byte*>(got->get()) +
-          (kDirectAlignment - static_cast<int64_t>(at % kDirectAlignment)) % kDirectAlignment;
-  owner_ = std::move(got);
+  const auto at = reinterpret_cast<uintptr_t>(got.data);
+  data_ = got.data + (kDirectAlignment - static_cast<int64_t>(at % kDirectAlignment)) % kDirectAlignment;
+  owner_ = std::move(got.owner);
   std::memset(data_, 0, static_cast<size_t>(size_));
 }
 

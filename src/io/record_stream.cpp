@@ -9,7 +9,7 @@
 
 namespace frugal::io {
 
-RecordStream::RecordStream(std::vector<int64_t> record_bytes, int ring)
+RecordStream::RecordStream(std::vector<int64_t> record_bytes, int ring, const HostAllocate& allocate)
     : bytes_(std::move(record_bytes)) {
   if (ring < 3) throw Error(fmt::format("record stream: ring must be >= 3, got {}", ring));
   int64_t largest = 0;
@@ -19,7 +19,7 @@ RecordStream::RecordStream(std::vector<int64_t> record_bytes, int ring)
     offsets_.push_back(offsets_.back() + direct_aligned(b));
     largest = std::max(largest, direct_aligned(b));
   }
-  for (int i = 0; i < ring; ++i) ring_.emplace_back(largest);
+  for (int i = 0; i < ring; ++i) ring_.emplace_back(largest, allocate);
 }
 
 int64_t RecordStream::buffer_bytes() const {

@@ -8,14 +8,15 @@
 #include <c10/util/accumulate.h>
 
 #include <algorithm>
-#include <map>
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <system_error>
 
 #include "frugal/io/direct_io.h"
 #include "frugal/io/record_stream.h"
 #include "frugal/optim/param_state.h"
+#include "frugal/strategy/offload_stream.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
 #include "frugal/util/trace.h"
@@ -272,7 +273,7 @@ void NvmeOptimizerOffload::lay_out_step(torch::optim::Optimizer& optimizer) {
     pair.piece = can_cut && pair.device.is_contiguous() && numel > fits ? fits : 0;
     largest_grads = std::max(largest_grads, aligned64((pair.piece > 0 ? pair.piece : numel) * element));
   }
-  grad_scratch_ = at::empty({largest_grads}, at::TensorOptions().dtype(at::kByte));
+  grad_scratch_ = host_bytes(largest_grads);
   note_steps(optimizer);
   // One entry at a time: its master from the device, its step (creating its state), then the
   // entry written and its host memory freed.
@@ -297,13 +298,24 @@ void NvmeOptimizerOffload::lay_out_step(torch::optim::Optimizer& optimizer) {
     }
     largest_record_grads = std::max(largest_record_grads, g);
   }
-  grad_scratch_ = at::empty({largest_record_grads}, at::TensorOptions().dtype(at::kByte));
-  if (!record_bytes.empty()) stream_ = std::make_unique<io::RecordStream>(record_bytes, 3);
+  grad_scratch_ = host_bytes(largest_record_grads);
+  io::HostAllocate ring_memory;
+  if (on_cuda()) {
+    ring_memory = [](int64_t bytes) {
+      auto t = std::make_shared<at::Tensor>(offload_stream::page_locked_bytes(bytes));
+      frugal::io::HostBlock block;
+      block.data = reinterpret_cast<std::byte*>(t->data_ptr());
+      block.owner = std::move(t);
+      return block;
+    };
+  }
+  if (!record_bytes.empty()) stream_ = std::make_unique<io::RecordStream>(record_bytes, 3, ring_memory);
   log::info(fmt::format("offload.optimizer nvme: {:.1f} MiB of masters and optimizer state on "
-                        "disk ({}, {}), {} records per step through {:.1f} MiB of host buffers",
+                        "disk ({}, {}), {} records per step through {:.1f} MiB of {}host buffers",
                         static_cast<double>(file_bytes()) / (1 << 20), backend(),
                         direct() ? "O_DIRECT" : "cached", records_.size(),
-                        static_cast<double>(host_buffer_bytes()) / (1 << 20)));
+                        static_cast<double>(host_buffer_bytes()) / (1 << 20),
+                        on_cuda() ? "page-locked " : ""));
 }
 
 void NvmeOptimizerOffload::stream_step(torch::optim::Optimizer& optimizer) {
@@ -388,6 +400,14 @@ void NvmeOptimizerOffload::bring_state_in() {
       if (p.tensor.numel() > 0) mapped_.insert(p.tensor.storage().data());
     }
   }
+}
+
+bool NvmeOptimizerOffload::on_cuda() const {
+  return !pairs_.empty() && pairs_.front().device.is_cuda();
+}
+
+at::Tensor NvmeOptimizerOffload::host_bytes(int64_t bytes) const {
+  return on_cuda() ? offload_stream::page_locked_bytes(bytes) : at::empty({bytes}, at::TensorOptions().dtype(at::kByte));
 }
 
 bool NvmeOptimizerOffload::kept_until_step(const at::Tensor& t) const {

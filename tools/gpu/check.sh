@@ -397,7 +397,8 @@ row_offload_params() {
 }
 
 # The masters and Adam's moments in a scratch file on the machine's disk, streamed through a
-# small ring (several records per step): the same host step on the same values as RAM offload.
+# small ring (several records per step), page-locked on CUDA: the same host step on the same
+# values as RAM offload.
 row_offload_nvme() {
   trained offload-opt train --set strategy.offload.optimizer=true || { row offload-nvme "$(why_failed offload-opt $? reference)"; return; }
   mkdir -p "$work/nvme"
@@ -405,7 +406,7 @@ row_offload_nvme() {
     --set strategy.offload.buffer_mb=0.5 || { row offload-nvme "$(why_failed offload-nvme $?)"; return; }
   local how
   how=$(grep -o "refuses O_DIRECT" "$logs/offload-nvme.log" | head -1)
-  same_weights offload-nvme offload-nvme offload-opt 0 "${how:-O_DIRECT}"
+  same_weights offload-nvme offload-nvme offload-opt 0 "${how:-O_DIRECT}; ring: $(pinning offload-nvme)"
 }
 
 # Checkpoints copied from the device to host memory and written by a background thread while

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -27,10 +28,20 @@ inline int64_t direct_aligned(int64_t bytes) {
 // Host memory aligned for direct transfers, zero-filled, freed with the object. It comes from
 // torch's CPU allocator, so that frugal's CPU memory tracking and memory.budget count it (the
 // NVMe offload's ring is part of a run's host memory).
+// Host memory for a buffer: `data` holds the bytes asked for and `owner` keeps them alive.
+struct HostBlock {
+  std::shared_ptr<void> owner;
+  std::byte* data = nullptr;
+};
+using HostAllocate = std::function<HostBlock(int64_t bytes)>;
+
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;
   explicit AlignedBuffer(int64_t bytes);  // rounded up to kDirectAlignment
+  // The same, in memory `allocate` gives (NVMe offload on CUDA: page-locked memory, so that
+  // copies between the buffer and the device run by DMA); empty: torch's CPU allocator.
+  AlignedBuffer(int64_t bytes, const HostAllocate& allocate);
   AlignedBuffer(AlignedBuffer&& other) noexcept;
   AlignedBuffer& operator=(AlignedBuffer&& other) noexcept;
   AlignedBuffer(const AlignedBuffer&) = delete;

@@ -17,8 +17,9 @@ namespace frugal::io {
 class RecordStream {
  public:
   // Records of these sizes, back to back from offset 0, each padded to kDirectAlignment;
-  // `ring` (>= 3) buffers of the largest record's size.
-  RecordStream(std::vector<int64_t> record_bytes, int ring = 3);
+  // `ring` (>= 3) buffers of the largest record's size, in memory from `allocate` (empty:
+  // torch's CPU allocator).
+  RecordStream(std::vector<int64_t> record_bytes, int ring = 3, const HostAllocate& allocate = {});
 
   // Where each record starts in the file, and the file's length.
   int64_t offset(size_t record) const { return offsets_[record]; }

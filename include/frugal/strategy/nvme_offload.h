@@ -116,6 +116,10 @@ class NvmeOptimizerOffload final : public OptimizerUpdate {
   void stream_step(torch::optim::Optimizer& optimizer);
   // steps_: each parameter in pieces' step count before this step.
   void note_steps(torch::optim::Optimizer& optimizer);
+  // Whether the model computes on a CUDA device: the ring and the gradient scratch are then
+  // page-locked (host_bytes), so that copies to and from the device run by DMA.
+  bool on_cuda() const;
+  at::Tensor host_bytes(int64_t bytes) const;
   // The device tensor's part an entry stands for (the whole tensor, or a flat slice).
   at::Tensor device_part(const Entry& entry) const;
   // Gradients of `entries` from the device into the scratch, as their masters' .grad.
