@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "frugal/util/error.h"
+#include "frugal/util/log.h"
 
 namespace frugal::io {
 namespace {
@@ -327,6 +328,13 @@ IoEngine::IoEngine(int depth, Backend prefer) {
     impl_ = std::make_unique<ThreadImpl>(depth);
     impl_->backend = Backend::threads;
     impl_->reason = why;
+    // Refused (not asked for): said once per process, as the first engine meets it.
+    static std::atomic<bool> said{false};
+    if (!why.empty() && !said.exchange(true)) {
+      log::warn(fmt::format("direct I/O: io_uring refused ({}): transfers go through a pool of "
+                            "threads calling pread/pwrite",
+                            why));
+    }
   }
   impl_->depth = depth;
 }

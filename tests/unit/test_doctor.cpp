@@ -3,7 +3,19 @@
 // set one none; missing files are findings, not errors. The CLI prints the same as JSON.
 #include <catch2/catch.hpp>
 
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstddef>
+#include <fstream>
 #include <map>
+#include <sstream>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "frugal/config/load.h"
@@ -198,4 +210,76 @@ TEST_CASE("frugal doctor --disk adds the folder's direct-I/O findings", "[integr
   test::CommandResult missing = test::frugal("doctor --disk " + test::quote((disk / "absent").string()));
   CHECK(missing.exit_code == 2);
   CHECK_THAT(missing.err, Catch::Contains("is not a folder"));
+}
+
+namespace test_doctor {
+
+// Runs `command_line` through /bin/sh in a child under a seccomp policy that refuses
+// io_uring_setup with EPERM (as a container's default policy may), inherited across exec; the
+// exit status, or -1 when it had to be killed after `timeout_s`.
+int run_without_io_uring(const std::string& command_line, int timeout_s) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    sock_fprog program{static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])), filter};
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) {
+      ::_exit(126);
+    }
+    ::execl("/bin/sh", "sh", "-c", command_line.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string read_text(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace test_doctor
+
+TEST_CASE("where a seccomp policy refuses io_uring direct I/O falls back to threads and says so once",
+          "[integration][doctor][io]") {
+  test::TempDir dir("frugal-no-uring");
+  std::filesystem::create_directories(dir / "disk");
+  const std::string out = (dir / "out.json").string(), err = (dir / "err.txt").string();
+  const int rc = test_doctor::run_without_io_uring(
+      test::quote(test::frugal_binary()) + " doctor --json --disk " +
+          test::quote((dir / "disk").string()) + " --disk-mib 4 > " + test::quote(out) + " 2> " +
+          test::quote(err),
+      120);
+  const std::string said = test_doctor::read_text(err);
+  INFO(said);
+  REQUIRE(rc == 0);
+  // The measurement ran on the pool of threads, and the log says why, once (the doctor makes
+  // several engines: the write, the read and the mixed pass).
+  const nlohmann::json j = nlohmann::json::parse(test_doctor::read_text(out));
+  int seen = 0;
+  for (const auto& f : j.at("findings")) {
+    if (f.at("name") != "disk " + (dir / "disk").string() + " I/O") continue;
+    CHECK(f.at("value") == "threads, O_DIRECT");
+    ++seen;
+  }
+  CHECK(seen == 1);
+  const std::string line = "direct I/O: io_uring refused (io_uring_setup: Operation not permitted)";
+  REQUIRE_THAT(said, Catch::Contains(line));
+  CHECK(said.find(line) == said.rfind(line));
 }
