@@ -19,6 +19,7 @@
 
 #include "c10d_group.h"
 #include "distributed/rank_faults.h"
+#include "job_agreement.h"
 #include "store_socket.h"
 #include "frugal/io/atomic_file.h"
 #include "frugal/util/error.h"
@@ -341,6 +342,7 @@ std::shared_ptr<Communicator> init_from_env(const DistributedConfig& cfg, const 
     // Restarts of the same job must not read the previous attempt's keys.
     store = c10::make_intrusive<c10d::PrefixStore>(
         fmt::format("frugal/attempt_{}", info.restart_count), store);
+    detail::agree_on_job(*store, info, timeout);
   }
   std::shared_ptr<Communicator> comm;
   if (backend == "nccl") {
