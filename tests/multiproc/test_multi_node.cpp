@@ -1,6 +1,6 @@
 // Several nodes, as two `frugal launch` processes on this machine over loopback (each a "node"
-// of two ranks, meeting at one --master-addr / --master-port): the job trains exactly as one
-// launch of four ranks; launches that disagree on the job's size, a master nobody serves, and
+// of two ranks, meeting at one --master-addr / --master-port), and as two torchrun launches:
+// the job trains exactly as one launch of four ranks; launches that disagree on the job's size, a master nobody serves, and
 // a rank dying on one node each end every process of the job with one line that says why.
 #include <catch2/catch.hpp>
 
@@ -46,6 +46,14 @@ std::string node_launch(int nnodes, int node_rank, int port, const std::string& 
          std::to_string(port) + " --grace 5 -- " + args;
 }
 
+// torchrun (from the venv) as node `node_rank` of two, two ranks each, frugal without Python.
+std::string torchrun_node(int node_rank, int port, const std::string& args) {
+  const fs::path torchrun = fs::path(frugal::test::python()).parent_path() / "torchrun";
+  return quote(torchrun.string()) + " --nnodes 2 --node-rank " + std::to_string(node_rank) +
+         " --nproc-per-node 2 --master-addr 127.0.0.1 --master-port " + std::to_string(port) +
+         " --no-python " + quote(frugal::test::frugal_binary()) + " " + args;
+}
+
 struct Nodes {
   CommandResult first, second;
   double seconds = 0;  // until both launches ended
@@ -84,6 +92,15 @@ TEST_CASE("two launches of two ranks each train exactly as one launch of four",
   // the meta: the single launch's checkpoint byte for byte.
   frugal::test::check_identical(dir / "one" / "checkpoints" / "step_00000004",
                                 dir / "two" / "checkpoints" / "step_00000004");
+  // The same under torchrun's multi-node environment (its agent on node 0 serves the store).
+  const int torchrun_port = frugal::test::free_port();
+  const Nodes torchrun = run_both(torchrun_node(0, torchrun_port, train_args(dir.path(), "torchrun")),
+                                  torchrun_node(1, torchrun_port, train_args(dir.path(), "torchrun")), 300);
+  INFO(torchrun.first.out << torchrun.first.err << torchrun.second.out << torchrun.second.err);
+  REQUIRE(torchrun.first.exit_code == 0);
+  REQUIRE(torchrun.second.exit_code == 0);
+  frugal::test::check_identical(dir / "one" / "checkpoints" / "step_00000004",
+                                dir / "torchrun" / "checkpoints" / "step_00000004");
 }
 
 TEST_CASE("launches that disagree on the job's size end at once with one line",
