@@ -4,9 +4,13 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "frugal/distributed/communicator.h"
+#include "frugal/distributed/env.h"
+#include "frugal/distributed/network_check.h"
 #include "frugal/io/disk_bandwidth.h"
 #include "frugal/memory/doctor.h"
 #include "frugal/memory/planner.h"
+#include "frugal/memory/stats.h"
 #include "frugal/util/error.h"
 #include "load.h"
 
@@ -52,6 +56,66 @@ void add_disk_findings(std::vector<memory::Finding>& findings, const std::string
        memory::Verdict::info, ""});
 }
 
+// --distributed, under a launcher: the collectives' bus bandwidth between the job's ranks and,
+// with a config, each sharding mode's communication per step against its compute. Rank 0
+// reports; the others only take part.
+bool add_distributed_findings(std::vector<memory::Finding>& findings, const ConfigSource& src,
+                              int64_t mib) {
+  const Config cfg = src.path.empty() ? Config() : load(src);
+  const dist::RankInfo info = dist::rank_info_from_env();
+  auto comm = dist::init_from_env(cfg.distributed, info);
+  const int nodes = info.local_world_size > 0 ? (comm->size() + info.local_world_size - 1) / info.local_world_size : 1;
+  findings.push_back({"distributed job",
+                      fmt::format("{} ranks on {} node(s) ({}), measured from rank 0",
+                                  comm->size(), nodes, comm->backend()),
+                      comm->size() > 1 ? memory::Verdict::info : memory::Verdict::warn,
+                      comm->size() > 1 ? "" : "one rank: run it under a launcher "
+                                              "(frugal launch --nproc-per-node N -- doctor --distributed)"});
+  auto gib_s = [](double b) { return fmt::format("{:.2f} GiB/s", b / double(int64_t{1} << 30)); };
+  auto time_text = [](double s) {
+    return s < 1.0 ? fmt::format("{:.2f} ms", s * 1e3) : fmt::format("{:.2f} s", s);
+  };
+  const std::vector<dist::CollectiveBandwidth> measured =
+      dist::measure_collectives(*comm, {int64_t{1} << 20, mib << 20}, 5);
+  double reduce_bus = 0, gather_bus = 0;
+  for (const auto& m : measured) {
+    findings.push_back({fmt::format("{} {} MiB", m.op, m.bytes >> 20),
+                        fmt::format("{} bus bandwidth ({} per call)", gib_s(m.bus_bytes_per_s),
+                                    time_text(m.seconds)),
+                        memory::Verdict::info, ""});
+    (m.op == "all_reduce" ? reduce_bus : gather_bus) = m.bus_bytes_per_s;  // the largest size's
+  }
+  if (!src.path.empty()) {
+    const memory::ModelProfile shape = memory::model_shape(cfg);
+    const int64_t tokens = cfg.data.micro_batch_size *
+                           (cfg.data.seq_len > 0 ? cfg.data.seq_len : cfg.model.block_size) *
+                           cfg.strategy.accumulation;
+    const double flops = dist::measure_matmul_flops(comm->device(), 1.0);
+    const double compute_s = 6.0 * static_cast<double>(shape.params) * static_cast<double>(tokens) / flops;
+    findings.push_back({"compute per step",
+                        fmt::format("{}: forward and backward of {} tokens per rank ({} trained "
+                                    "parameters) at this rank's {:.3g} TFLOP/s of matmul",
+                                    time_text(compute_s), tokens, shape.params, flops / 1e12),
+                        memory::Verdict::info, ""});
+    for (const dist::CommShare& c :
+         dist::predict_comm_share(shape.params, 4, comm->size(), reduce_bus, gather_bus, compute_s)) {
+      const bool heavy = c.share > 0.5;
+      findings.push_back(
+          {"communication " + c.mode,
+           fmt::format("{:.0f}% of a step: {} ({} B) sent per rank, {} at the measured bus "
+                       "bandwidth (none of it overlapped)",
+                       c.share * 100, memory::format_bytes(c.sent_bytes), c.sent_bytes,
+                       time_text(c.comm_s)),
+           heavy ? memory::Verdict::warn : memory::Verdict::info,
+           heavy ? "the links, not the ranks, set this mode's pace: more compute per step "
+                   "(strategy.accumulation, a larger micro-batch), a faster interconnect, or "
+                   "fewer ranks across the slow link"
+                 : ""});
+    }
+  }
+  return comm->is_main();
+}
+
 }  // namespace
 
 void add_doctor(CLI::App& app, Action& run) {
@@ -60,6 +124,8 @@ void add_doctor(CLI::App& app, Action& run) {
     std::string root = "/";
     std::string disk;
     int64_t disk_mib = 256;
+    bool distributed = false;
+    int64_t distributed_mib = 64;
     ConfigSource src;
   };
   auto args = std::make_shared<Args>();
@@ -73,16 +139,27 @@ void add_doctor(CLI::App& app, Action& run) {
                   "file, removed afterwards)");
   cmd->add_option("--disk-mib", args->disk_mib, "MiB the --disk measurement moves each way")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  // With --disk: the step time offload.optimizer nvme would add for this config.
+  cmd->add_flag("--distributed", args->distributed,
+                "Under a launcher: measure all_reduce and all_gather bandwidth between the job's "
+                "ranks and, with a config, each sharding mode's communication share of a step");
+  cmd->add_option("--distributed-mib", args->distributed_mib,
+                  "MiB of the larger --distributed measurement's buffer")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 14));
+  // With --disk: the step time offload.optimizer nvme would add for this config; with
+  // --distributed: the communication share of a step per sharding mode.
   add_config_options(*cmd, args->src, /*path_required=*/false);
   cmd->callback([&run, args] {
     run = [args] {
       auto findings = memory::diagnose(args->root, memory::probe_process());
-      if (!args->src.path.empty() && args->disk.empty()) {
+      if (!args->src.path.empty() && args->disk.empty() && !args->distributed) {
         throw Error("doctor: a config is read with --disk DIR (the step time NVMe offload there "
-                    "would add)");
+                    "would add) or --distributed (each sharding mode's communication share)");
       }
       if (!args->disk.empty()) add_disk_findings(findings, args->disk, args->disk_mib, args->src);
+      if (args->distributed &&
+          !add_distributed_findings(findings, args->src, args->distributed_mib)) {
+        return 0;  // not rank 0: rank 0 reports for the job
+      }
       int warnings = 0;
       for (const auto& f : findings) {
         if (f.verdict == memory::Verdict::warn || f.verdict == memory::Verdict::bad) ++warnings;
