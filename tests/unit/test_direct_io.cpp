@@ -187,6 +187,17 @@ namespace test_direct_io {
 // Record i's expected byte b before any change: (31 i + b) mod 256, padding zero.
 std::byte record_byte(size_t i, int64_t b) { return std::byte((31 * i + b) & 0xff); }
 
+// A new file at `path` holding each record's bytes at the stream's offsets.
+void write_records(IoEngine& engine, const std::filesystem::path& path,
+                   const std::vector<int64_t>& sizes, const io::RecordStream& stream) {
+  DirectFile file(path, DirectFile::Mode::write);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    AlignedBuffer b(sizes[i]);
+    for (int64_t k = 0; k < sizes[i]; ++k) b.data()[k] = record_byte(i, k);
+    engine.wait(engine.write(file, b.data(), b.size(), stream.offset(i)));
+  }
+}
+
 }  // namespace test_direct_io
 
 TEST_CASE("a record stream's ring lies in memory the caller gives, aligned inside it",
@@ -209,14 +220,7 @@ TEST_CASE("a record stream's ring lies in memory the caller gives, aligned insid
   CHECK(stream.buffer_bytes() == 3 * 12288);
   IoEngine engine(4, IoEngine::Backend::threads);
   const std::filesystem::path path = dir / "ring.bin";
-  {
-    DirectFile file(path, DirectFile::Mode::write);
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      AlignedBuffer b(sizes[i]);
-      for (int64_t k = 0; k < sizes[i]; ++k) b.data()[k] = record_byte(i, k);
-      engine.wait(engine.write(file, b.data(), b.size(), stream.offset(i)));
-    }
-  }
+  write_records(engine, path, sizes, stream);
   DirectFile file(path, DirectFile::Mode::update);
   stream.for_each(engine, file, [&](size_t i, std::byte* data, int64_t bytes) {
     INFO("record " << i);
@@ -242,14 +246,7 @@ TEST_CASE("a record stream reads each record while the previous is changed and w
     CHECK(stream.file_bytes() == 8192 + 4096 + 12288 + 4096 + 8192 + 4096 + 4096);
     IoEngine engine(4, backend);
     const std::filesystem::path path = dir / fmt::format("{}.bin", io::backend_name(backend));
-    {
-      DirectFile file(path, DirectFile::Mode::write);
-      for (size_t i = 0; i < sizes.size(); ++i) {
-        AlignedBuffer b(sizes[i]);
-        for (int64_t k = 0; k < sizes[i]; ++k) b.data()[k] = record_byte(i, k);
-        engine.wait(engine.write(file, b.data(), b.size(), stream.offset(i)));
-      }
-    }
+    write_records(engine, path, sizes, stream);
     DirectFile file(path, DirectFile::Mode::update);
     std::vector<int64_t> in_flight_seen;
     stream.for_each(engine, file, [&](size_t i, std::byte* data, int64_t bytes) {
