@@ -11,21 +11,21 @@
 namespace frugal::dist::detail {
 namespace {
 
-constexpr const char* kWorld = "job/world_size";
-constexpr const char* kRefused = "job/refused";
-constexpr const char* kJoined = "job/joined";
+constexpr const char* kJobWorldKey = "job/world_size";
+constexpr const char* kJobRefusedKey = "job/refused";
+constexpr const char* kJobJoinedKey = "job/joined";
 
-std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
-std::string text_of(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
+std::vector<uint8_t> store_bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::string store_text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
 
 }  // namespace
 
 void agree_on_job(c10d::Store& store, const RankInfo& info, std::chrono::milliseconds timeout) {
   const std::string mine = std::to_string(info.world_size);
-  if (info.rank == 0) store.set(kWorld, bytes_of(mine));
+  if (info.rank == 0) store.set(kJobWorldKey, store_bytes(mine));
   std::string theirs;
   try {
-    theirs = text_of(store.get(kWorld));  // waits for rank 0, up to the store's timeout
+    theirs = store_text(store.get(kJobWorldKey));  // waits for rank 0, up to the store's timeout
   } catch (const std::exception&) {
     throw Error(fmt::format(
         "distributed: rank {}: rank 0 did not say the job's size at {}:{} within {} s "
@@ -38,16 +38,16 @@ void agree_on_job(c10d::Store& store, const RankInfo& info, std::chrono::millise
         "launches disagree (every node's frugal launch needs the same --nnodes and "
         "--nproc-per-node; under torchrun, mpirun or Slurm the same world size)",
         info.rank, mine, theirs);
-    store.set(kRefused, bytes_of(why));
+    store.set(kJobRefusedKey, store_bytes(why));
     throw Error(why);
   }
-  store.add(kJoined, 1);
+  store.add(kJobJoinedKey, 1);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
-    if (store.check({kRefused})) {
-      throw Error(fmt::format("{} (rank {} ends with it)", text_of(store.get(kRefused)), info.rank));
+    if (store.check({kJobRefusedKey})) {
+      throw Error(fmt::format("{} (rank {} ends with it)", store_text(store.get(kJobRefusedKey)), info.rank));
     }
-    const int64_t joined = store.add(kJoined, 0);
+    const int64_t joined = store.add(kJobJoinedKey, 0);
     if (joined >= info.world_size) return;
     if (std::chrono::steady_clock::now() > deadline) {
       throw Error(fmt::format(

@@ -25,9 +25,6 @@ inline int64_t direct_aligned(int64_t bytes) {
   return (bytes + kDirectAlignment - 1) / kDirectAlignment * kDirectAlignment;
 }
 
-// Host memory aligned for direct transfers, zero-filled, freed with the object. It comes from
-// torch's CPU allocator, so that frugal's CPU memory tracking and memory.budget count it (the
-// NVMe offload's ring is part of a run's host memory).
 // Host memory for a buffer: `data` holds the bytes asked for and `owner` keeps them alive.
 struct HostBlock {
   std::shared_ptr<void> owner;
@@ -35,6 +32,9 @@ struct HostBlock {
 };
 using HostAllocate = std::function<HostBlock(int64_t bytes)>;
 
+// Host memory aligned for direct transfers, zero-filled, freed with the object. It comes from
+// torch's CPU allocator, so that frugal's CPU memory tracking and memory.budget count it (the
+// NVMe offload's ring is part of a run's host memory), unless the caller gives its own.
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;

@@ -28,8 +28,8 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <memory>
 #include <future>
+#include <memory>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
