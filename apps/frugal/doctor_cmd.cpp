@@ -75,15 +75,40 @@ bool add_distributed_findings(std::vector<memory::Finding>& findings, const Conf
   auto time_text = [](double s) {
     return s < 1.0 ? fmt::format("{:.2f} ms", s * 1e3) : fmt::format("{:.2f} s", s);
   };
+  auto report = [&](const std::string& where, const std::vector<dist::CollectiveBandwidth>& ms) {
+    for (const auto& m : ms) {
+      findings.push_back(
+          {fmt::format("{}{} {} MiB", where, m.op, m.bytes >> 20),
+           m.correct ? fmt::format("{} bus bandwidth ({} per call)", gib_s(m.bus_bytes_per_s),
+                                   time_text(m.seconds))
+                     : "wrong result",
+           m.correct ? memory::Verdict::info : memory::Verdict::bad,
+           m.correct ? "" : "the ranks' collective returned wrong values: check the launch "
+                            "(ranks, nodes) and the network"});
+    }
+  };
   const std::vector<dist::CollectiveBandwidth> measured =
       dist::measure_collectives(*comm, {int64_t{1} << 20, mib << 20}, 5);
+  report("", measured);
   double reduce_bus = 0, gather_bus = 0;
   for (const auto& m : measured) {
-    findings.push_back({fmt::format("{} {} MiB", m.op, m.bytes >> 20),
-                        fmt::format("{} bus bandwidth ({} per call)", gib_s(m.bus_bytes_per_s),
-                                    time_text(m.seconds)),
-                        memory::Verdict::info, ""});
     (m.op == "all_reduce" ? reduce_bus : gather_bus) = m.bus_bytes_per_s;  // the largest size's
+  }
+  // Several nodes of several ranks: the links within a node (each node's ranks together) apart
+  // from those across nodes (the ranks of one local rank, one per node), each measured by all
+  // groups at once, as a job's collectives would load them.
+  const int local = info.local_world_size;
+  if (nodes > 1 && local > 1 && comm->size() == nodes * local) {
+    const int node = comm->rank() / local, slot = comm->rank() % local;
+    std::vector<int> same_node, same_slot;
+    for (int r = 0; r < comm->size(); ++r) {
+      if (r / local == node) same_node.push_back(r);
+      if (r % local == slot) same_slot.push_back(r);
+    }
+    auto within = comm->subgroup(fmt::format("node{}", node), same_node);
+    report("within a node: ", dist::measure_collectives(*within, {mib << 20}, 5));
+    auto across = comm->subgroup(fmt::format("slot{}", slot), same_slot);
+    report("across nodes: ", dist::measure_collectives(*across, {mib << 20}, 5));
   }
   if (!src.path.empty()) {
     const memory::ModelProfile shape = memory::model_shape(cfg);

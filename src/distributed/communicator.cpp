@@ -4,6 +4,7 @@
 #include <ATen/ops/full.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -228,6 +229,20 @@ Work Communicator::reduce_scatter(at::Tensor& output, const at::Tensor& input, b
   return w;
 }
 
+std::shared_ptr<Communicator> Communicator::subgroup(const std::string& name,
+                                                   const std::vector<int>& members) {
+  const auto at = std::find(members.begin(), members.end(), rank());
+  if (at == members.end()) {
+    throw Error(fmt::format("distributed: rank {} asked for group '{}' of ranks {}, which it is "
+                            "not in",
+                            rank(), name, fmt::join(members, ",")));
+  }
+  RankInfo group = info_;
+  group.rank = static_cast<int>(at - members.begin());
+  group.world_size = static_cast<int>(members.size());
+  return do_subgroup(name, group);
+}
+
 void Communicator::barrier() {
   trace::Range range("barrier");
   recorded("barrier", nullptr, {}, [&] { return do_barrier(); }).wait();
@@ -236,11 +251,32 @@ void Communicator::barrier() {
 namespace detail {
 
 C10dGroup::C10dGroup(RankInfo info, c10::Device device, c10::intrusive_ptr<c10d::Backend> backend,
-                     std::chrono::milliseconds timeout)
+                     std::chrono::milliseconds timeout, c10::intrusive_ptr<c10d::Store> store)
     : Communicator(std::move(info), device),
       backend_(std::move(backend)),
       name_(backend_->getBackendName()),
-      timeout_(timeout) {}
+      timeout_(timeout),
+      store_(std::move(store)) {}
+
+std::shared_ptr<Communicator> C10dGroup::do_subgroup(const std::string& name, RankInfo info) {
+  auto store = c10::make_intrusive<c10d::PrefixStore>("group/" + name, store_);
+  auto group = make_group(name_, info, store, timeout_);
+  group->set_debug(debug_enabled());
+  return group;
+}
+
+std::shared_ptr<Communicator> make_group(const std::string& backend, const RankInfo& info,
+                                         const c10::intrusive_ptr<c10d::Store>& store,
+                                         std::chrono::milliseconds timeout) {
+  if (backend == "nccl") {
+    auto pg = make_nccl_backend(store, info, timeout);
+    return std::make_shared<C10dGroup>(
+        info, c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(info.local_rank)), pg,
+        timeout, store);
+  }
+  auto pg = make_gloo_backend(store, info, timeout);
+  return std::make_shared<C10dGroup>(info, c10::Device(c10::kCPU), pg, timeout, store);
+}
 
 Work C10dGroup::wrap(c10::intrusive_ptr<c10d::Work> work, const char* op) {
   return Work([work = std::move(work), op, this] {
@@ -344,16 +380,7 @@ std::shared_ptr<Communicator> init_from_env(const DistributedConfig& cfg, const 
         fmt::format("frugal/attempt_{}", info.restart_count), store);
     detail::agree_on_job(*store, info, timeout);
   }
-  std::shared_ptr<Communicator> comm;
-  if (backend == "nccl") {
-    auto pg = detail::make_nccl_backend(store, info, timeout);
-    comm = std::make_shared<detail::C10dGroup>(
-        info, c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(info.local_rank)), pg,
-        timeout);
-  } else {
-    auto pg = detail::make_gloo_backend(store, info, timeout);
-    comm = std::make_shared<detail::C10dGroup>(info, c10::Device(c10::kCPU), pg, timeout);
-  }
+  std::shared_ptr<Communicator> comm = detail::make_group(backend, info, store, timeout);
   comm->set_debug(cfg.debug);
   return comm;
 }

@@ -40,8 +40,15 @@ std::vector<CollectiveBandwidth> measure_collectives(Communicator& comm,
           comm.all_gather(buffer, piece, /*async=*/false, "doctor");
         }
       };
-      once();  // warm-up: connections, buffers
-      settle(buffer);
+      // Warm-up (connections, buffers), checked: every rank contributes its rank + 1.
+      const double mine = comm.rank() + 1;
+      (reduce ? buffer : piece).fill_(mine);
+      once();
+      const double want_sum = static_cast<double>(n) * (n + 1) / 2;
+      bool correct = reduce ? buffer.eq(want_sum).all().item<bool>()
+                            : buffer.view({n, -1}).select(1, 0).equal(
+                                  at::arange(1, n + 1, buffer.options()));
+      correct = all_reduce_scalar(comm, correct ? 0.0 : 1.0, Reduce::kMax) == 0.0;
       comm.barrier();
       const auto start = Clock::now();
       for (int r = 0; r < rounds; ++r) once();
@@ -49,7 +56,7 @@ std::vector<CollectiveBandwidth> measure_collectives(Communicator& comm,
       // The job goes at its slowest rank's pace.
       const double seconds = all_reduce_scalar(comm, since(start) / rounds, Reduce::kMax);
       const double moved = static_cast<double>(elements * 4) * (n - 1) / n * (reduce ? 2.0 : 1.0);
-      out.push_back({op, elements * 4, seconds, seconds > 0 ? moved / seconds : 0.0});
+      out.push_back({op, elements * 4, seconds, seconds > 0 ? moved / seconds : 0.0, correct});
     }
   }
   return out;

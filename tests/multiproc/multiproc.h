@@ -33,4 +33,17 @@ inline nlohmann::json rank0_report(const std::string& out) {
   return last.empty() ? nlohmann::json() : nlohmann::json::parse(last);
 }
 
+// Rank 0's lines of a launch's stdout without their "[rank 0] " prefix: what it printed over
+// several lines (doctor --json's object).
+inline std::string rank0_text(const std::string& out) {
+  std::string text;
+  size_t start = 0;
+  const std::string tag = "[rank 0] ";
+  for (size_t nl; (nl = out.find('\n', start)) != std::string::npos; start = nl + 1) {
+    const std::string line = out.substr(start, nl - start);
+    if (line.rfind(tag, 0) == 0) text += line.substr(tag.size()) + "\n";
+  }
+  return text;
+}
+
 }  // namespace frugal::test

@@ -20,18 +20,6 @@ int64_t number_before(const std::string& text, const std::string& unit) {
   return std::stoll(m[1]);
 }
 
-// Rank 0's lines of a launch's stdout, without their prefix: its (multi-line) JSON.
-std::string rank0_text(const std::string& out) {
-  std::string text;
-  size_t start = 0;
-  const std::string tag = "[rank 0] ";
-  for (size_t nl; (nl = out.find('\n', start)) != std::string::npos; start = nl + 1) {
-    const std::string line = out.substr(start, nl - start);
-    if (line.rfind(tag, 0) == 0) text += line.substr(tag.size()) + "\n";
-  }
-  return text;
-}
-
 }  // namespace test_doctor_distributed
 
 TEST_CASE("doctor --distributed measures the ranks' links and each mode's share of a step",
@@ -42,7 +30,7 @@ TEST_CASE("doctor --distributed measures the ranks' links and each mode's share 
       2, "doctor --json --distributed --distributed-mib 4 " + frugal::test::quote(config), 180);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
-  const nlohmann::json j = nlohmann::json::parse(test_doctor_distributed::rank0_text(r.out));
+  const nlohmann::json j = nlohmann::json::parse(frugal::test::rank0_text(r.out));
   REQUIRE(j.contains("findings"));
   std::map<std::string, std::string> value;
   for (const auto& f : j.at("findings")) value[f.at("name").get<std::string>()] = f.at("value").get<std::string>();

@@ -7,6 +7,9 @@
 #include <chrono>
 #include <filesystem>
 #include <future>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 
 #include "multiproc/multiproc.h"
@@ -157,4 +160,35 @@ TEST_CASE("a rank dying on one node ends both launches naming it",
   // timeout and say which rank left them waiting.
   CHECK_THAT(n.second.out + n.second.err, Catch::Contains("rank 3"));
   CHECK_THAT(n.first.out + n.first.err, Catch::Contains("rank 3"));
+}
+
+TEST_CASE("doctor --distributed over two nodes measures the links within a node and across nodes",
+          "[multiproc][launch][nodes][doctor]") {
+  using namespace test_multi_node;
+  const int port = frugal::test::free_port();
+  const std::string args = "doctor --json --distributed --distributed-mib 2";
+  const Nodes n = run_both(node_launch(2, 0, port, args), node_launch(2, 1, port, args), 180);
+  INFO(n.first.out << n.first.err << n.second.out << n.second.err);
+  REQUIRE(n.first.exit_code == 0);
+  REQUIRE(n.second.exit_code == 0);
+  const nlohmann::json j = nlohmann::json::parse(frugal::test::rank0_text(n.first.out));
+  std::map<std::string, nlohmann::json> by_name;
+  for (const auto& f : j.at("findings")) by_name[f.at("name").get<std::string>()] = f;
+  CHECK_THAT(by_name["distributed job"].at("value").get<std::string>(),
+             Catch::Contains("4 ranks on 2 node(s)"));
+  // The whole job's figures, then rank 0's node (ranks 0 and 1) and rank 0's slot across the
+  // nodes (ranks 0 and 2): each group's collectives returned the right values.
+  for (const char* name : {"all_reduce 2 MiB", "all_gather 2 MiB", "within a node: all_reduce 2 MiB",
+                           "within a node: all_gather 2 MiB", "across nodes: all_reduce 2 MiB",
+                           "across nodes: all_gather 2 MiB"}) {
+    INFO(name);
+    REQUIRE(by_name.count(name) == 1);
+    CHECK(by_name[name].at("verdict") == "info");
+    std::smatch m;
+    const std::string v = by_name[name].at("value").get<std::string>();
+    REQUIRE(std::regex_search(v, m, std::regex("([0-9.]+) GiB/s bus bandwidth")));
+    CHECK(std::stod(m[1]) > 0.0);
+  }
+  // Node 1's launch prints no report of its own.
+  CHECK(n.second.out.find("\"findings\"") == std::string::npos);
 }

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "frugal/config/config.h"
 #include "frugal/distributed/env.h"
@@ -76,6 +77,13 @@ class Communicator {
                       std::string_view tag = {});
   void barrier();
 
+  // A group of some of this job's ranks, for collectives among them alone (doctor
+  // --distributed's within- and across-node figures; hybrid sharding's groups): every member
+  // calls it with the same `name`, unique in the job, and the same `members` (job ranks, in the
+  // group's rank order; this rank among them). The members meet through the job's store.
+  // Ranks outside the group do not call it.
+  std::shared_ptr<Communicator> subgroup(const std::string& name, const std::vector<int>& members);
+
   // This rank's recent collectives (flight_recorder.h).
   const FlightRecorder& flight_recorder() const { return recorder_; }
   // Where a failed collective's dumps go (rank_N.json; the trainer: <run dir>/flight_recorder).
@@ -88,6 +96,7 @@ class Communicator {
   // (sequence number, op, dtype, size, tag) and fail at once, naming both sides, when they
   // differ, instead of pairing the wrong collectives or waiting out the timeout.
   void set_debug(bool on) { debug_ = on; }
+  bool debug_enabled() const { return debug_; }
 
   // Traffic by collective name ("all_reduce", ...), since construction or the last reset.
   std::map<std::string, Traffic> traffic() const { return traffic_; }
@@ -100,6 +109,8 @@ class Communicator {
   virtual Work do_all_gather(at::Tensor& output, const at::Tensor& input) = 0;
   virtual Work do_reduce_scatter(at::Tensor& output, const at::Tensor& input) = 0;
   virtual Work do_barrier() = 0;
+  // `info`: this rank's place in the group (rank and world size within it).
+  virtual std::shared_ptr<Communicator> do_subgroup(const std::string& name, RankInfo info) = 0;
 
  private:
   void count(const std::string& op, int64_t payload, double sent_factor);

@@ -20,6 +20,9 @@ struct CollectiveBandwidth {
   // (all_reduce 2(N-1)/N x bytes, all_gather (N-1)/N x bytes) per second. Comparable between
   // collectives and world sizes, and with the link's own speed.
   double bus_bytes_per_s = 0;
+  // The warm-up call's result was right (all_reduce of each rank's rank + 1 sums to
+  // N(N+1)/2; all_gather puts rank r's piece at r): the group is what it should be.
+  bool correct = false;
 };
 
 // Times all_reduce and all_gather of fp32 buffers of each size over `comm` (one call each to
