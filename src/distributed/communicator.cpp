@@ -240,7 +240,9 @@ std::shared_ptr<Communicator> Communicator::subgroup(const std::string& name,
   RankInfo group = info_;
   group.rank = static_cast<int>(at - members.begin());
   group.world_size = static_cast<int>(members.size());
-  return do_subgroup(name, group);
+  // The n-th group of this name (its members ask for them in the same order): its own keys in
+  // the store, so that a group made again does not meet the last one's stale addresses.
+  return do_subgroup(fmt::format("{}/{}", name, groups_made_[name]++), group);
 }
 
 void Communicator::barrier() {

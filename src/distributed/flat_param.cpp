@@ -110,10 +110,13 @@ void FlatParam::start_reduce(Communicator& comm) {
   reducing = comm.reduce_scatter(reduce_output, reduce_input, /*async=*/true, name);
 }
 
-void FlatParam::finish_reduce() {
+void FlatParam::finish_reduce(Communicator* replicas) {
   if (!reducing.pending()) return;
   reducing.wait();
   reducing = Work();
+  if (replicas != nullptr && replicas->size() > 1) {
+    replicas->all_reduce(reduce_output, Reduce::kSum, /*async=*/false, name);
+  }
   const bool slice_of_full = grad_full.defined() && grad_shard.storage().is_alias_of(grad_full.storage());
   if (slice_of_full) {
     grad_shard.copy_(reduce_output);  // the slice held this rank's own sum: replace it

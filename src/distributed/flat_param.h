@@ -69,8 +69,9 @@ struct FlatParam {
   // Starts the reduce-scatter of this micro-step's gradients: zero1 reads grad_full; otherwise
   // the parameters' .grad are flattened (zeros for those without one) and released.
   void start_reduce(Communicator& comm);
-  // Waits for it and adds the result to grad_shard.
-  void finish_reduce();
+  // Waits for it, sums the result over `replicas` (hsdp: the same shard's ranks in the other
+  // groups; null: none) and adds it to grad_shard.
+  void finish_reduce(Communicator* replicas = nullptr);
 };
 
 }  // namespace frugal::dist

@@ -69,7 +69,7 @@ std::vector<at::Tensor> ZeroState::finish_unit(size_t u) {
   std::vector<at::Tensor> shards;
   for (size_t f : units[u].flats) {
     if (flats[f].frozen) continue;
-    flats[f].finish_reduce();
+    flats[f].finish_reduce(replicas.get());
     shards.push_back(flats[f].shard);
   }
   return shards;
@@ -105,7 +105,7 @@ void ZeroState::end_backward() {
   std::lock_guard<std::recursive_mutex> lock(mutex);
   if (sync) launch_in_order(/*force=*/true);
   final_gradients.finish_all([this](size_t v) { return finish_unit(v); });
-  for (FlatParam& f : flats) f.finish_reduce();
+  for (FlatParam& f : flats) f.finish_reduce(replicas.get());
   for (size_t u = 0; u < units.size(); ++u) release(u);
   reset_backward();
   for (ShardUnit& unit : units) {

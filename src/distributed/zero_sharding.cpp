@@ -29,8 +29,8 @@ namespace {
 int stage_of(const std::string& mode) {
   if (mode == "zero1") return 1;
   if (mode == "zero2") return 2;
-  if (mode == "zero3") return 3;
-  throw Error("strategy.sharding.mode: '" + mode + "' is not a sharded mode (zero1, zero2, zero3)");
+  if (mode == "zero3" || mode == "hsdp") return 3;
+  throw Error("strategy.sharding.mode: '" + mode + "' is not a sharded mode (zero1, zero2, zero3, hsdp)");
 }
 
 std::set<std::string> sharded_names(const ZeroState& s) {
@@ -56,12 +56,45 @@ ZeroSharding::ZeroSharding(std::shared_ptr<Communicator> comm, const ShardingCon
   (void)sharding_dtype(cfg_.param_dtype);
   (void)sharding_dtype(cfg_.reduce_dtype);
   state_->comm = comm_;
+  if (cfg_.mode == "hsdp") make_hsdp_groups();
   state_->stage = stage_;
   state_->prefetch = cfg_.prefetch;
   state_->accumulate_sharded = cfg_.accumulate_sharded;
 }
 
 ZeroSharding::~ZeroSharding() = default;
+
+void ZeroSharding::make_hsdp_groups() {
+  const int world = comm_->size(), rank = comm_->rank();
+  const int n = static_cast<int>(cfg_.shard_size > 0 ? cfg_.shard_size : comm_->info().local_world_size);
+  if (n < 1 || world % n != 0) {
+    throw Error(fmt::format("strategy.sharding.shard_size: {} does not divide the job's {} ranks "
+                            "(hsdp shards within groups of that many ranks{})",
+                            n, world, cfg_.shard_size > 0 ? "" : "; 0 takes the ranks of one node"));
+  }
+  // Group g: ranks g*n .. g*n+n-1 (one node's, with the default size); replica set k: the
+  // ranks holding shard k, one per group.
+  const int group = rank / n, slot = rank % n;
+  std::vector<int> shard_members, replica_members;
+  for (int r = group * n; r < group * n + n; ++r) shard_members.push_back(r);
+  for (int r = slot; r < world; r += n) replica_members.push_back(r);
+  state_->comm = comm_->subgroup(fmt::format("hsdp-shard{}", group), shard_members);
+  if (replica_members.size() > 1) {
+    state_->replicas = comm_->subgroup(fmt::format("hsdp-replica{}", slot), replica_members);
+  }
+}
+
+void ZeroSharding::refuse_replicated_checkpoint() const {
+  if (!state_->replicas) return;
+  throw Error(fmt::format(
+      "strategy.sharding.mode hsdp: checkpoints of a job whose shards are replicated over {} "
+      "groups are not written or read yet (each group holds the same shards); train without "
+      "them (train.checkpoint_every: 0, train.save_final: false, no run.resume) or use zero3",
+      state_->replicas->size()));
+}
+
+const std::shared_ptr<Communicator>& ZeroSharding::shard_group() const { return state_->comm; }
+const std::shared_ptr<Communicator>& ZeroSharding::replica_group() const { return state_->replicas; }
 
 GradientReduction& ZeroSharding::reduction() { return *state_; }
 
@@ -98,7 +131,10 @@ void ZeroSharding::setup(const ShardingSetup& setup) {
   log::info(fmt::format(
       "sharding {}: {} ranks ({}), {} units ({} flat buffers), {:.2f} MiB of parameters per "
       "rank's shard{}",
-      cfg_.mode, comm_->size(), comm_->backend(), s.units.size(), s.flats.size(),
+      cfg_.mode,
+      cfg_.mode == "hsdp" ? fmt::format("{} x {}", comm_->size() / s.comm->size(), s.comm->size())
+                          : std::to_string(comm_->size()),
+      comm_->backend(), s.units.size(), s.flats.size(),
       shard_bytes / 1048576.0, frozen_note));
 }
 
@@ -122,15 +158,17 @@ bool ZeroSharding::any_across_ranks(bool local) {
 
 at::Tensor ZeroSharding::grad_norm_squared(const std::vector<at::Tensor>& params) {
   // Every rank's shards' squares, summed: the norm of the whole gradient (padding is zero).
-  at::Tensor local = frugal::grad_norm_squared(params).to(comm_->device());
-  comm_->all_reduce(local, Reduce::kSum, /*async=*/false, "gradient norm");
+  // (hsdp: within the shard group; the other groups hold the same sums.)
+  Communicator& group = *state_->comm;
+  at::Tensor local = frugal::grad_norm_squared(params).to(group.device());
+  group.all_reduce(local, Reduce::kSum, /*async=*/false, "gradient norm");
   return local.cpu();
 }
 
 void ZeroSharding::after_optimizer_step(bool stepped) {
   if (stage_ == 3 || !stepped) return;  // zero3 gathers the new shards when it next needs them
   std::lock_guard<std::recursive_mutex> lock(state_->mutex);
-  for (FlatParam& f : state_->flats) f.start_gather(*comm_, /*async=*/true);
+  for (FlatParam& f : state_->flats) f.start_gather(*state_->comm, /*async=*/true);
   for (FlatParam& f : state_->flats) f.wait_gather();
 }
 
@@ -163,7 +201,7 @@ void ZeroSharding::set_full_parameters(bool full) {
 ShardLayout ZeroSharding::layout() const {
   ShardLayout layout;
   layout.mode = cfg_.mode;
-  layout.world_size = comm_->size();
+  layout.world_size = state_->comm->size();
   for (const FlatParam& f : state_->flats) {
     if (f.frozen) continue;  // not in checkpoints
     FlatLayout flat;
@@ -180,6 +218,7 @@ ShardLayout ZeroSharding::layout() const {
 StateDict ZeroSharding::state_dict(const torch::nn::Module& model,
                                    torch::optim::Optimizer& optimizer,
                                    const StateHolder& holder) const {
+  refuse_replicated_checkpoint();
   StateDict out;
   for (const FlatParam& f : state_->flats) {
     if (f.frozen) continue;
@@ -197,6 +236,7 @@ StateDict ZeroSharding::state_dict(const torch::nn::Module& model,
 
 bool ZeroSharding::load_state_dict(SavedState& saved, torch::nn::Module& model,
                                    torch::optim::Optimizer& optimizer, const StateHolder& holder) {
+  refuse_replicated_checkpoint();
   torch::NoGradGuard no_grad;
   ZeroState& s = *state_;
   // One flat buffer at a time, so that no more than one unit's state is read and not yet in
@@ -225,7 +265,7 @@ bool ZeroSharding::load_state_dict(SavedState& saved, torch::nn::Module& model,
       restore(f, std::move(kinds));
     }
   } else {
-    load_resharded(s, saved, comm_->rank(), restore);
+    load_resharded(s, saved, state_->comm->rank(), restore);
   }
   // The rest of the model was saved whole (whatever layout wrote it).
   const std::set<std::string> sharded = sharded_names(s);

@@ -44,6 +44,10 @@ struct WrappedUnit {
 };
 
 struct ZeroState : GradientReduction {
+  // `comm` (GradientReduction's) is the group the flats are sharded over: the job, or hsdp's
+  // shard group; `replicas` (hsdp) the ranks holding the same shards in the other groups,
+  // over which the reduced gradient shards are summed.
+  std::shared_ptr<Communicator> replicas;
   int stage = 3;
   int64_t prefetch = 1;
   bool accumulate_sharded = true;

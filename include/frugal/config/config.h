@@ -264,7 +264,8 @@ struct CheckpointingConfig {
 
 // How the training state is spread over the ranks of a multi-process job.
 struct ShardingConfig {
-  // none | ddp | zero1 | zero2 | zero3 | a user-registered name (frugal::register_sharding)
+  // none | ddp | zero1 | zero2 | zero3 | hsdp | a user-registered name
+  // (frugal::register_sharding)
   std::string mode = "none";
   double bucket_mb = 25.0;  // ddp: gradient bucket size
   // zero*: how parameters are grouped into units (one flat, sharded buffer per unit):
@@ -275,6 +276,9 @@ struct ShardingConfig {
   std::string param_dtype = "auto";   // zero*: dtype of the gathered parameters (auto = as built)
   std::string reduce_dtype = "auto";  // zero*: dtype gradients are reduced in (auto = param_dtype)
   int64_t prefetch = 1;               // zero3: units gathered ahead of the one computing
+  // hsdp: ranks per shard group (zero3 within a group, replicated across groups); 0: the
+  // ranks of one node (LOCAL_WORLD_SIZE).
+  int64_t shard_size = 0;
   // zero2/zero3 with accumulation: reduce-scatter every micro-step and keep gradients sharded
   // (least memory), or keep them whole until the last micro-step (least traffic).
   bool accumulate_sharded = true;

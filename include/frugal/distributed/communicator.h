@@ -127,6 +127,7 @@ class Communicator {
   FlightRecorder recorder_;
   std::filesystem::path dump_dir_;
   bool debug_ = false;
+  std::map<std::string, int> groups_made_;  // subgroup(): how many of each name so far
   // FRUGAL_FAULT_SKIP_COLLECTIVE=RANK:SEQ (tests, src/distributed/rank_faults.h): this rank
   // does not issue its collective SEQ, as a rank whose code took another path would not.
   int64_t skip_seq_ = -1;

@@ -74,6 +74,10 @@ class ZeroSharding final : public RankSharding {
                        torch::optim::Optimizer& optimizer, const StateHolder& holder) override;
   ShardLayout layout() const;
 
+  // The group the parameters are sharded over (the job; hsdp: this rank's shard group), and
+  // hsdp's replica group (null otherwise, or with one group).
+  const std::shared_ptr<Communicator>& shard_group() const;
+  const std::shared_ptr<Communicator>& replica_group() const;
   // Figures for tests and benchmarks.
   int64_t unit_count() const;
   // Bytes of the model's state this rank holds between steps: shards (frozen ones included),
@@ -84,6 +88,10 @@ class ZeroSharding final : public RankSharding {
 
  private:
   GradientReduction& reduction() override;
+  // hsdp: the shard and replica groups from strategy.sharding.shard_size.
+  void make_hsdp_groups();
+  // hsdp over several groups: checkpoints are not written or read yet (a one-line error).
+  void refuse_replicated_checkpoint() const;
   ShardingConfig cfg_;
   int stage_;
   std::optional<at::TensorOptions> offload_params_;

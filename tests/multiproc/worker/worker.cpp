@@ -337,6 +337,61 @@ int zero() {
       }
     }
   }
+  if (n == 4) {
+    // hsdp: zero3 within groups of 2 ranks, replicated over the 2 groups; gradients
+    // reduce-scattered within a group, then the shards all-reduced across the groups.
+    for (const Variant& v : variants) {
+      StrategyConfig sc;
+      sc.accumulation = v.accumulation;
+      sc.checkpointing.policy = v.checkpointing;
+      sc.sharding.mode = "hsdp";
+      sc.sharding.shard_size = 2;
+      sc.sharding.accumulate_sharded = v.accumulate_sharded;
+      Run run = build(sc, comm);
+      auto& zs = dynamic_cast<dist::ZeroSharding&>(run.engine->sharding());
+      require(zs.shard_group()->size() == 2 && zs.replica_group() && zs.replica_group()->size() == 2,
+              "hsdp: groups of 2, 2 replicas");
+      const int64_t per_rank = global / n;
+      for (int64_t s = 0; s < steps; ++s) {
+        if (s == steps - 1) {
+          zs.shard_group()->reset_traffic();
+          zs.replica_group()->reset_traffic();
+        }
+        run.engine->step(batch(s, r * per_rank, per_rank), loss_of(run));
+      }
+      const auto within = zs.shard_group()->traffic();
+      const auto across = zs.replica_group()->traffic();
+      double worst = 0;
+      {
+        FullParameters full(zs);
+        for (const auto& p : run.model->named_parameters()) {
+          worst = std::max(worst, (p.value().detach() - expected.at(p.key())).abs().max().item<double>());
+        }
+      }
+      const std::string key = "hsdp/" + v.name;
+      report["max_diff"][key] = worst;
+      require(worst < 1e-5, key + ": parameters equal one process's (max diff " +
+                                std::to_string(worst) + ")");
+      if (v.name != "plain") continue;
+      // Within a group of 2: zero3's traffic at world 2. Across the 2 groups: each rank's
+      // gradient shard (half the model) all-reduced, 2(R-1)/R = 1 x its bytes.
+      auto sent = [](const std::map<std::string, dist::Traffic>& t, const char* op) {
+        return t.count(op) ? static_cast<double>(t.at(op).sent_bytes) : 0.0;
+      };
+      const double in_group = sent(within, "all_gather") + sent(within, "reduce_scatter");
+      const double in_theory = 0.5 * 4.0 * (3.0 * (psi - psi_root) + 2.0 * psi_root);
+      const double across_theory = 4.0 * static_cast<double>(psi) / 2.0;
+      report["hsdp_sent_ratio"]["within"] = in_group / in_theory;
+      report["hsdp_sent_ratio"]["across"] = sent(across, "all_reduce") / across_theory;
+      require(in_group >= in_theory && in_group <= in_theory * 1.01,
+              "hsdp: bytes sent within a group " + std::to_string(in_group) + " vs " +
+                  std::to_string(in_theory));
+      require(sent(across, "all_reduce") >= across_theory &&
+                  sent(across, "all_reduce") <= across_theory * 1.01,
+              "hsdp: bytes sent across groups " + std::to_string(sent(across, "all_reduce")) +
+                  " vs " + std::to_string(across_theory));
+    }
+  }
   // Policies, each against a reference trained the same way in one process.
   auto sharded_run = [&](const StrategyConfig& sc, const std::map<std::string, at::Tensor>& want,
                          int64_t& peak, int64_t& units) {
