@@ -177,8 +177,8 @@ void for_each_row(C& c, Visit&& visit) {
   visit("strategy.sharding", "reduce_dtype", c.strategy.sharding.reduce_dtype,
         R::one_of({"auto", "fp32", "bf16", "fp16"}));
   visit("strategy.sharding", "prefetch", c.strategy.sharding.prefetch, R::at_least(0));
-  visit("strategy.sharding", "shard_size", c.strategy.sharding.shard_size, R::at_least(0));
   visit("strategy.sharding", "accumulate_sharded", c.strategy.sharding.accumulate_sharded, any);
+  visit("strategy.sharding", "shard_size", c.strategy.sharding.shard_size, R::at_least(0));
   visit("strategy.offload", "optimizer", c.strategy.offload.optimizer, any);
   visit("strategy.offload", "nvme_path", c.strategy.offload.nvme_path, any);
   visit("strategy.offload", "buffer_mb", c.strategy.offload.buffer_mb, R::greater_than(0));

@@ -165,7 +165,7 @@ TEST_CASE("config nested errors: names outside their closed sets", "[config][bad
   // Sharding's keys.
   CHECK(error_for("strategy:\n  sharding: zero4\n") ==
         "c.yaml:2:3: strategy.sharding.mode: unknown value 'zero4' (expected one of: none, ddp, "
-        "zero1, zero2, zero3) (did you mean 'zero1'?)");
+        "zero1, zero2, zero3, hsdp) (did you mean 'zero1'?)");
   CHECK(error_for("strategy:\n  sharding: {mode: zero3, wrap: layer}\n") ==
         "c.yaml:2:27: strategy.sharding.wrap: unknown value 'layer' (expected one of: block, "
         "size)");

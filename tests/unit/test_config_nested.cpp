@@ -227,6 +227,7 @@ TEST_CASE("config nested: to_yaml writes sub-sections as nested maps and reads t
         "    reduce_dtype: \"auto\"\n"
         "    prefetch: 1\n"
         "    accumulate_sharded: true\n"
+        "    shard_size: 0\n"
         "  offload:\n"
         "    optimizer: false\n"
         "    nvme_path: \"\"\n"

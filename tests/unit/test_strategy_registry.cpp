@@ -141,7 +141,7 @@ TEST_CASE("one registry shape serves every named choice", "[unit][strategy]") {
   // The four built-in registries answer in that shape.
   CHECK_THROWS_WITH(make_sharding(ShardingConfig{.mode = "zero9"}, nullptr),
                     Catch::StartsWith("strategy.sharding.mode: unknown mode 'zero9' (known: ") &&
-                        Catch::Contains("ddp, none, zero1, zero2, zero3"));
+                        Catch::Contains("ddp, hsdp, none, zero1, zero2, zero3"));
   ModelConfig mc;
   mc.type = "nope";
   CHECK_THROWS_WITH(make_model(mc), Catch::StartsWith("model.type: unknown model 'nope' (known: "));

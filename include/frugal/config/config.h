@@ -276,12 +276,12 @@ struct ShardingConfig {
   std::string param_dtype = "auto";   // zero*: dtype of the gathered parameters (auto = as built)
   std::string reduce_dtype = "auto";  // zero*: dtype gradients are reduced in (auto = param_dtype)
   int64_t prefetch = 1;               // zero3: units gathered ahead of the one computing
-  // hsdp: ranks per shard group (zero3 within a group, replicated across groups); 0: the
-  // ranks of one node (LOCAL_WORLD_SIZE).
-  int64_t shard_size = 0;
   // zero2/zero3 with accumulation: reduce-scatter every micro-step and keep gradients sharded
   // (least memory), or keep them whole until the last micro-step (least traffic).
   bool accumulate_sharded = true;
+  // hsdp: ranks per shard group (zero3 within a group, replicated across groups); 0: the
+  // ranks of one node (LOCAL_WORLD_SIZE).
+  int64_t shard_size = 0;
 };
 
 // Where strategy.offload.optimizer keeps the fp32 master weights and the optimizer state the
