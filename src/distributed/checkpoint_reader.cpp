@@ -46,9 +46,12 @@ CheckpointReader::CheckpointReader(fs::path dir, int rank)
   const nlohmann::json meta = io::checkpoint_meta(ckpt_, dir_);
   if (!meta.contains("sharding")) throw Error(what + ": a sharded checkpoint without its layout");
   layout_ = layout_from_json(meta["sharding"].dump(), what);
-  if (layout_->world_size != ckpt_.shard_world) {
-    throw Error(fmt::format("{}: the layout is for {} ranks, the manifest lists {} shards", what,
-                            layout_->world_size, ckpt_.shard_world));
+  if (layout_->world_size * layout_->replicas != ckpt_.shard_world) {
+    throw Error(fmt::format("{}: the layout is for {} ranks{}, the manifest lists {} shards", what,
+                            layout_->world_size,
+                            layout_->replicas > 1 ? fmt::format(" x {} replicas", layout_->replicas)
+                                                  : std::string(),
+                            ckpt_.shard_world));
   }
   layout_json_ = layout_to_json(*layout_);
   for (size_t k = 0; k < layout_->flats.size(); ++k) {
@@ -85,7 +88,8 @@ io::NamedTensors CheckpointReader::model_except(const std::set<std::string>& ski
 }
 
 io::CheckpointFile& CheckpointReader::shard(int r) {
-  return files_.file(shard_file_name(r, layout_->world_size));
+  // hsdp's replicas wrote files too (their random generators): the names count every writer.
+  return files_.file(shard_file_name(r, ckpt_.shard_world));
 }
 
 void CheckpointReader::check_shard_entry(int r, const FlatLayout& flat, const std::string& key) {
@@ -106,7 +110,7 @@ const io::NamedTensors& CheckpointReader::rng_state() {
   if (!rng_) {
     rng_.emplace();
     // Entries without a slash are the writer's own ("rng.cpu"), not a flat buffer's.
-    if (rank_ < layout_->world_size) {
+    if (rank_ < ckpt_.shard_world) {
       io::CheckpointFile& own = shard(rank_);
       for (const std::string& key : own.names()) {
         if (key.find('/') == std::string::npos) rng_->emplace_back(key, own.read(key));
@@ -117,8 +121,10 @@ const io::NamedTensors& CheckpointReader::rng_state() {
 }
 
 SavedShard* CheckpointReader::own_shard(const std::string& layout_json) {
-  if (!layout_ || layout_json != layout_json_ || rank_ >= layout_->world_size) return nullptr;
-  if (!own_) own_ = std::make_unique<FileShard>(shard(rank_));
+  if (!layout_ || layout_json != layout_json_ || rank_ >= ckpt_.shard_world) return nullptr;
+  // The same layout with replicas (hsdp): rank r holds the shards of the first group's rank
+  // r mod world_size.
+  if (!own_) own_ = std::make_unique<FileShard>(shard(rank_ % layout_->world_size));
   return own_.get();
 }
 
@@ -204,7 +210,7 @@ void CheckpointReader::add_pieces(SavedRange range, std::vector<Piece>& out) {
   const int64_t per_rank = f.shard_numel(world);
   if (range.kind == "step" || range.count <= 0) {  // steps: rank 0's shard holds them
     io::CheckpointFile& file = shard(0);
-    out.push_back({{shard_file_name(0, world), file.has(key) ? file.position(key, 0) : 0},
+    out.push_back({{shard_file_name(0, ckpt_.shard_world), file.has(key) ? file.position(key, 0) : 0},
                    std::move(range)});
     return;
   }
@@ -214,7 +220,7 @@ void CheckpointReader::add_pieces(SavedRange range, std::vector<Piece>& out) {
   for (int64_t r = first / per_rank; r < world && first < last && r * per_rank < last; ++r) {
     const int64_t lo = std::max(first, r * per_rank), hi = std::min(last, (r + 1) * per_rank);
     io::CheckpointFile& file = shard(static_cast<int>(r));
-    Position at{shard_file_name(static_cast<int>(r), world),
+    Position at{shard_file_name(static_cast<int>(r), ckpt_.shard_world),
                 file.has(key) ? file.position(key, lo - r * per_rank) : 0};
     if (!split) {
       out.push_back({std::move(at), std::move(range)});

@@ -11,6 +11,8 @@ namespace frugal::dist {
 
 std::string layout_to_json(const ShardLayout& layout) {
   nlohmann::json j = {{"mode", layout.mode}, {"world_size", layout.world_size}};
+  // Only where there are replicas: layouts without them read and write as before.
+  if (layout.replicas > 1) j["replicas"] = layout.replicas;
   j["flats"] = nlohmann::json::array();
   for (const FlatLayout& f : layout.flats) {
     j["flats"].push_back({{"name", f.name}, {"numel", f.numel}, {"names", f.names},
@@ -25,6 +27,7 @@ ShardLayout layout_from_json(const std::string& text, const std::string& what) {
     ShardLayout layout;
     layout.mode = j.at("mode").get<std::string>();
     layout.world_size = j.at("world_size").get<int>();
+    layout.replicas = j.value("replicas", 1);
     for (const auto& f : j.at("flats")) {
       FlatLayout flat;
       flat.name = f.at("name").get<std::string>();
@@ -40,6 +43,7 @@ ShardLayout layout_from_json(const std::string& text, const std::string& what) {
       layout.flats.push_back(std::move(flat));
     }
     if (layout.world_size < 1) throw Error(what + ": world_size must be >= 1");
+    if (layout.replicas < 1) throw Error(what + ": replicas must be >= 1");
     return layout;
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: bad sharding layout ({})", what, e.what()));

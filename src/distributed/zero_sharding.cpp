@@ -84,15 +84,6 @@ void ZeroSharding::make_hsdp_groups() {
   }
 }
 
-void ZeroSharding::refuse_replicated_checkpoint() const {
-  if (!state_->replicas) return;
-  throw Error(fmt::format(
-      "strategy.sharding.mode hsdp: checkpoints of a job whose shards are replicated over {} "
-      "groups are not written or read yet (each group holds the same shards); train without "
-      "them (train.checkpoint_every: 0, train.save_final: false, no run.resume) or use zero3",
-      state_->replicas->size()));
-}
-
 const std::shared_ptr<Communicator>& ZeroSharding::shard_group() const { return state_->comm; }
 const std::shared_ptr<Communicator>& ZeroSharding::replica_group() const { return state_->replicas; }
 
@@ -202,6 +193,7 @@ ShardLayout ZeroSharding::layout() const {
   ShardLayout layout;
   layout.mode = cfg_.mode;
   layout.world_size = state_->comm->size();
+  layout.replicas = state_->replicas ? state_->replicas->size() : 1;
   for (const FlatParam& f : state_->flats) {
     if (f.frozen) continue;  // not in checkpoints
     FlatLayout flat;
@@ -218,10 +210,11 @@ ShardLayout ZeroSharding::layout() const {
 StateDict ZeroSharding::state_dict(const torch::nn::Module& model,
                                    torch::optim::Optimizer& optimizer,
                                    const StateHolder& holder) const {
-  refuse_replicated_checkpoint();
   StateDict out;
+  // hsdp: the other groups hold the same shards; the first group's are the ones written.
+  const bool writes_shards = !state_->replicas || state_->replicas->rank() == 0;
   for (const FlatParam& f : state_->flats) {
-    if (f.frozen) continue;
+    if (f.frozen || !writes_shards) continue;
     // The live tensors, not copies (where they are: a checkpoint's writer copies each to the
     // host when its turn comes), so that saving holds no second copy of the rank's state.
     out.shard.emplace_back(shard_key(f.name, "param"), f.shard.detach());
@@ -236,7 +229,6 @@ StateDict ZeroSharding::state_dict(const torch::nn::Module& model,
 
 bool ZeroSharding::load_state_dict(SavedState& saved, torch::nn::Module& model,
                                    torch::optim::Optimizer& optimizer, const StateHolder& holder) {
-  refuse_replicated_checkpoint();
   torch::NoGradGuard no_grad;
   ZeroState& s = *state_;
   // One flat buffer at a time, so that no more than one unit's state is read and not yet in

@@ -275,8 +275,11 @@ CheckpointManager::Resumed CheckpointManager::resume(const fs::path& from) {
   } else {
     const std::string written =
         meta.contains("sharding")
-            ? fmt::format("{} over {} ranks", meta["sharding"].value("mode", std::string("zero")),
-                          meta["sharding"].value("world_size", 0))
+            ? fmt::format("{} over {} ranks{}", meta["sharding"].value("mode", std::string("zero")),
+                          meta["sharding"].value("world_size", 0),
+                          meta["sharding"].value("replicas", 1) > 1
+                              ? fmt::format(" x {} replicas", meta["sharding"].value("replicas", 1))
+                              : std::string())
             : std::string("whole (none or ddp)");
     log::info(fmt::format("resumed a checkpoint written {} under {} at {} ranks: parameters and "
                           "optimizer state redistributed by name; random generators restart from "

@@ -3,7 +3,9 @@
 // (4 -> 2, 2 -> 1, 1 -> 4), under another zero mode, or whole (none, ddp; and a whole
 // checkpoint under zero1/2/3) redistributes the state by parameter name, and ends where the
 // uninterrupted run ends (1e-5: the summation order differs between world sizes); `frugal
-// export` consolidates the shards into one file.
+// export` consolidates the shards into one file. hsdp (2 groups of 2) writes its first group's
+// shards and every rank's random generators: it resumes itself exactly (dropout on), and
+// resumes zero3 checkpoints / is resumed by zero3 by parameter name.
 #include <ATen/ATen.h>
 #include <catch2/catch.hpp>
 
@@ -150,5 +152,53 @@ TEST_CASE("sharded checkpoints resume exactly, reshard across world sizes and ex
                                     " --set run.resume=" + quote(step3("w2").string()));
     CHECK(r.exit_code != 0);
     CHECK_THAT(r.out + r.err, Catch::Contains("global batches of 8 samples, this run's are 16"));
+  }
+}
+
+TEST_CASE("hsdp checkpoints resume exactly with every rank's generators and across layouts",
+          "[multiproc][dist][zero][hsdp][checkpoint]") {
+  TempDir dir;
+  const auto cfg = dir / "zero.yaml";
+  write_text(cfg, zero_yaml(dir.path().string()));
+  auto step3 = [&](const std::string& run) { return dir / run / "checkpoints" / "step_00000003"; };
+  auto final_of = [&](const std::string& run) {
+    return exported_weights(dir / run, dir / (run + ".safetensors"));
+  };
+  const std::string hsdp = "--set strategy.sharding.mode=hsdp --set strategy.sharding.shard_size=2";
+  const std::string dropout = " --set model.dropout=0.1";
+  auto run_ok = [&](int n, const std::string& name, const std::string& extra) {
+    CommandResult r = train(n, cfg, name, extra);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    return r;
+  };
+  {
+    INFO("hsdp resumes itself bit for bit, dropout drawing from every rank's own generator");
+    run_ok(4, "hd", hsdp + dropout);
+    // Four files: the first group's shards (with its generators), the second group's
+    // generators alone.
+    const auto shard_bytes = [&](int r) {
+      return std::filesystem::file_size(step3("hd") / ("shard-0000" + std::to_string(r) + "-of-00004.pt"));
+    };
+    CHECK(shard_bytes(2) * 20 < shard_bytes(0));
+    CHECK(shard_bytes(3) * 20 < shard_bytes(1));
+    run_ok(4, "rhd", hsdp + dropout + " --set run.resume=" + quote(step3("hd").string()));
+    CHECK(max_abs_diff(final_of("rhd"), final_of("hd")) == 0.0);
+  }
+  run_ok(2, "z2", "");
+  run_ok(4, "h4", hsdp);
+  const auto z2 = final_of("z2"), h4 = final_of("h4");
+  CHECK(max_abs_diff(h4, z2) < 1e-5);  // hsdp trains zero3's model
+  {
+    INFO("hsdp over 2 x 2 resumes under zero3 at 2 ranks, by parameter name");
+    CommandResult r = run_ok(2, "hz", "--set run.resume=" + quote(step3("h4").string()));
+    CHECK_THAT(r.out + r.err, Catch::Contains("written hsdp over 2 ranks x 2 replicas under zero3"));
+    CHECK(max_abs_diff(final_of("hz"), h4) < 1e-5);
+  }
+  {
+    INFO("zero3 at 2 ranks resumes under hsdp over 2 x 2");
+    CommandResult r = run_ok(4, "zh", hsdp + " --set run.resume=" + quote(step3("z2").string()));
+    CHECK_THAT(r.out + r.err, Catch::Contains("written zero3 over 2 ranks under hsdp"));
+    CHECK(max_abs_diff(final_of("zh"), z2) < 1e-5);
   }
 }

@@ -30,8 +30,11 @@ struct FlatLayout {
 };
 
 struct ShardLayout {
-  std::string mode;     // zero1 | zero2 | zero3
-  int world_size = 1;
+  std::string mode;     // zero1 | zero2 | zero3 | hsdp
+  int world_size = 1;   // ranks the flats are cut over (hsdp: one shard group's)
+  // hsdp: groups holding the same shards. Only the first writes them; every rank of every
+  // group writes its own random generators, so a checkpoint has world_size x replicas files.
+  int replicas = 1;
   std::vector<FlatLayout> flats;
 };
 

@@ -90,8 +90,6 @@ class ZeroSharding final : public RankSharding {
   GradientReduction& reduction() override;
   // hsdp: the shard and replica groups from strategy.sharding.shard_size.
   void make_hsdp_groups();
-  // hsdp over several groups: checkpoints are not written or read yet (a one-line error).
-  void refuse_replicated_checkpoint() const;
   ShardingConfig cfg_;
   int stage_;
   std::optional<at::TensorOptions> offload_params_;

@@ -571,6 +571,23 @@ int zero() {
         report["offload_exact"]["zero3/params+nvme"] = same_both;
       }
     }
+    if (n == 4) {
+      // hsdp (2 groups of 2) with its shards' optimizer on the host, and with the shards
+      // themselves there: bit for bit as without.
+      StrategyConfig sc;
+      sc.sharding.mode = "hsdp";
+      sc.sharding.shard_size = 2;
+      sc.accumulation = 2;
+      const auto plain = params_of(sc, clip);
+      sc.offload.optimizer = true;
+      const bool optimizer_host = same_params(plain, params_of(sc, clip));
+      require(optimizer_host, "hsdp with offload.optimizer: the same parameters as without");
+      report["offload_exact"]["hsdp/optimizer"] = optimizer_host;
+      sc.offload.params = true;
+      const bool params_host = same_params(plain, params_of(sc, clip));
+      require(params_host, "hsdp with offload.params: the same parameters as without");
+      report["offload_exact"]["hsdp/params"] = params_host;
+    }
   }
   {
     // fp16-mixed with a scale high enough that early steps overflow: the ranks hold different
