@@ -87,6 +87,30 @@ io::NamedTensors CheckpointReader::model_except(const std::set<std::string>& ski
   return out;
 }
 
+io::PendingTensors CheckpointReader::weights() {
+  io::PendingTensors out;
+  if (layout_) {
+    for (const FlatLayout& f : layout_->flats) {
+      const std::string key = shard_key(f.name, "param");
+      check_shard_entry(0, f, key);
+      const at::ScalarType dtype = shard(0).dtype(key);
+      for (size_t i = 0; i < f.names.size(); ++i) {
+        io::PendingTensor p{f.names[i], f.shapes[i], dtype, {}};
+        p.read = [this, name = p.name, shape = p.shape, numel = p.numel()] {
+          return read_range("param", name, 0, numel).view(shape);
+        };
+        out.push_back(std::move(p));
+      }
+    }
+  }
+  if (io::CheckpointFile* file = model_file()) {
+    for (const std::string& name : file->names()) {
+      out.push_back({name, file->shape(name), file->dtype(name), [file, name] { return file->read(name); }});
+    }
+  }
+  return out;
+}
+
 io::CheckpointFile& CheckpointReader::shard(int r) {
   // hsdp's replicas wrote files too (their random generators): the names count every writer.
   return files_.file(shard_file_name(r, ckpt_.shard_world));

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -132,21 +133,35 @@ std::unique_ptr<SavedState> weights_state(torch::nn::Module& model, const fs::pa
   return std::make_unique<FolderState>(checked_weights(model, dir), dir.string());
 }
 
-io::NamedTensors to_transformers(const ModelConfig& model, const io::NamedTensors& tensors) {
+io::PendingTensors to_transformers(const ModelConfig& model, const io::PendingTensors& tensors) {
   const std::optional<ModelSpec> spec = find_model_spec(model.type);
   if (!spec || !spec->hf.tensor_name) {
     throw Error(fmt::format("export --format hf: model.type {} has no transformers layout",
                             model.type));
   }
-  io::NamedTensors out;
-  for (const auto& [name, t] : tensors) {
-    const HfTensorName hf = spec->hf.tensor_name(model, name);
-    out.emplace_back(hf.name, hf.transposed ? t.t().contiguous() : t);
+  io::PendingTensors out;
+  for (const io::PendingTensor& p : tensors) {
+    const HfTensorName hf = spec->hf.tensor_name(model, p.name);
+    io::PendingTensor mapped{hf.name, p.shape, p.dtype, p.read};
+    if (hf.transposed) {
+      std::reverse(mapped.shape.begin(), mapped.shape.end());
+      mapped.read = [read = p.read] { return read().t().contiguous(); };
+    }
+    out.push_back(std::move(mapped));
   }
   return out;
 }
 
+io::NamedTensors to_transformers(const ModelConfig& model, const io::NamedTensors& tensors) {
+  return io::read_all(to_transformers(model, io::pending(tensors)), "export --format hf");
+}
+
 void write_folder(const fs::path& out, const ModelConfig& model, const io::NamedTensors& tensors,
+                  int64_t max_shard_bytes, const fs::path& tokenizer_dir, const TokenIds& ids) {
+  write_folder(out, model, io::pending(tensors), max_shard_bytes, tokenizer_dir, ids);
+}
+
+void write_folder(const fs::path& out, const ModelConfig& model, const io::PendingTensors& tensors,
                   int64_t max_shard_bytes, const fs::path& tokenizer_dir, const TokenIds& ids) {
   if (fs::exists(out)) {
     throw Error(fmt::format("export: '{}' already exists (pass --overwrite to replace it)",
@@ -157,13 +172,13 @@ void write_folder(const fs::path& out, const ModelConfig& model, const io::Named
   if (!ids.bos.empty()) config_doc["bos_token_id"] = generation["bos_token_id"] = json::parse(ids.bos);
   if (!ids.eos.empty()) config_doc["eos_token_id"] = generation["eos_token_id"] = json::parse(ids.eos);
   const std::string config = config_doc.dump(2);
-  const io::NamedTensors named = to_transformers(model, tensors);
+  const io::PendingTensors named = to_transformers(model, tensors);
   // Shards of at most max_shard_bytes, in the tensors' order (a tensor larger than that is a
-  // shard of its own).
-  std::vector<io::NamedTensors> shards(1);
+  // shard of its own); each tensor read only when its shard is written.
+  std::vector<io::PendingTensors> shards(1);
   int64_t in_shard = 0, total = 0;
   for (const auto& item : named) {
-    const int64_t bytes = static_cast<int64_t>(item.second.nbytes());
+    const int64_t bytes = item.nbytes();
     if (in_shard > 0 && in_shard + bytes > max_shard_bytes) {
       shards.emplace_back();
       in_shard = 0;
@@ -185,7 +200,7 @@ void write_folder(const fs::path& out, const ModelConfig& model, const io::Named
         const std::string file =
             fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
         io::write_safetensors(tmp / file, shards[i], meta);
-        for (const auto& [name, _] : shards[i]) index["weight_map"][name] = file;
+        for (const auto& p : shards[i]) index["weight_map"][p.name] = file;
       }
       io::write_file_atomic(tmp / "model.safetensors.index.json", index.dump(2));
     }

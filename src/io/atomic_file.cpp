@@ -61,15 +61,24 @@ void fsync_file(const fs::path& path) {
 
 }  // namespace
 
-void write_file_atomic_parts(const fs::path& path, const std::vector<std::string_view>& parts) {
+void write_file_atomic_stream(const fs::path& path,
+                              const std::function<void(const ByteSink&)>& fill) {
   fs::path temp;
   Fd fd(open_temp(path, temp));
   if (fd.get() < 0) fail("write", path, errno);
   int err = 0;
-  for (std::string_view part : parts) {
-    if ((err = write_all(fd.get(), part)) != 0) break;
+  try {
+    fill([&](std::string_view bytes) {
+      if (err == 0) err = write_all(fd.get(), bytes);
+      if (err != 0) fail("write", path, err);
+    });
+  } catch (...) {
+    // The producer's failure (or a full disk) leaves no temp file and `path` as it was.
+    fd.close();
+    ::unlink(temp.c_str());
+    throw;
   }
-  if (err == 0 && ::fsync(fd.get()) != 0) err = errno;
+  if (::fsync(fd.get()) != 0) err = errno;
   if (fd.close() != 0 && err == 0) err = errno;
   if (err == 0 && std::rename(temp.c_str(), path.c_str()) != 0) err = errno;
   if (err != 0) {
@@ -77,6 +86,12 @@ void write_file_atomic_parts(const fs::path& path, const std::vector<std::string
     fail("write", path, err);
   }
   fsync_directory(parent_or_dot(path));
+}
+
+void write_file_atomic_parts(const fs::path& path, const std::vector<std::string_view>& parts) {
+  write_file_atomic_stream(path, [&](const ByteSink& write) {
+    for (std::string_view part : parts) write(part);
+  });
 }
 
 void write_file_synced(const fs::path& path, std::string_view bytes) {

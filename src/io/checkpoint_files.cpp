@@ -53,6 +53,8 @@ class IndexedFile final : public CheckpointFile {
   const std::vector<std::string>& names() const override { return names_; }
   bool has(const std::string& name) const override { return index_.count(name) > 0; }
   int64_t numel(const std::string& name) const override { return entry(name).numel(); }
+  std::vector<int64_t> shape(const std::string& name) const override { return entry(name).shape; }
+  at::ScalarType dtype(const std::string& name) const override { return entry(name).dtype; }
   int64_t bytes_read() const override { return bytes_read_; }
   int64_t position(const std::string& name, int64_t element) const override {
     const auto& e = entry(name);
@@ -138,6 +140,10 @@ class WholeFile final : public CheckpointFile {
   const std::vector<std::string>& names() const override { return names_; }
   bool has(const std::string& name) const override { return tensors_.count(name) > 0; }
   int64_t numel(const std::string& name) const override { return tensor(name).numel(); }
+  std::vector<int64_t> shape(const std::string& name) const override {
+    return tensor(name).sizes().vec();
+  }
+  at::ScalarType dtype(const std::string& name) const override { return tensor(name).scalar_type(); }
   int64_t bytes_read() const override { return bytes_read_; }
   int64_t position(const std::string&, int64_t) const override { return 0; }
   at::Tensor read(const std::string& name) override { return tensor(name); }

@@ -1,6 +1,7 @@
 #include "frugal/io/pt_export.h"
 
 #include <ATen/ATen.h>
+#include <c10/util/strides.h>
 #include <fmt/format.h>
 
 #include "cpu_tensor.h"
@@ -36,18 +37,45 @@ bool python_has_storage_class(at::ScalarType type) {
 
 }  // namespace
 
-void write_pt(const std::filesystem::path& path, const NamedTensors& named) {
+void write_pt(const std::filesystem::path& path, const PendingTensors& tensors) {
+  check_pending_names(tensors);
+  // The pickle first, from stand-ins with each tensor's shape and a storage of its size but no
+  // memory (the pickler reads neither); then each value read and written as its storage's
+  // record, one at a time.
   c10::Dict<std::string, at::Tensor> dict;
-  for (auto& [name, tensor] : detail::standalone_cpu_all(named)) {
-    if (!python_has_storage_class(tensor.scalar_type())) {
+  for (const PendingTensor& p : tensors) {
+    if (!python_has_storage_class(p.dtype)) {
       throw Error(
           fmt::format("cannot export '{}' to '{}': dtype {} is not supported in .pt files "
                       "(use safetensors)",
-                      name, path.string(), c10::toString(tensor.scalar_type())));
+                      p.name, path.string(), c10::toString(p.dtype)));
     }
-    dict.insert(name, tensor);
+    at::Storage storage(at::Storage::use_byte_size_t(), static_cast<size_t>(p.nbytes()),
+                        at::DataPtr(nullptr, at::Device(at::kCPU)), /*allocator=*/nullptr,
+                        /*resizable=*/false);
+    at::Tensor stand_in = at::empty({0}, at::TensorOptions().dtype(p.dtype));
+    stand_in.set_(storage, 0, p.shape, c10::contiguous_strides(p.shape));
+    dict.insert(p.name, stand_in);
   }
-  write_file_atomic(path, detail::torch_archive(c10::IValue(dict)));
+  std::vector<at::Tensor> storages;
+  const std::string pickle = detail::torch_pickle(c10::IValue(dict), &storages);
+  if (storages.size() != tensors.size()) {
+    throw std::logic_error("write_pt: one storage per tensor expected");
+  }
+  at::Tensor current;  // the value being written
+  write_file_atomic_stream(path, [&](const ByteSink& write) {
+    detail::write_torch_archive(
+        pickle, storages.size(),
+        [&](size_t i) {
+          current = read_standalone(tensors[i], path.string());
+          return detail::raw_bytes(current);
+        },
+        write);
+  });
+}
+
+void write_pt(const std::filesystem::path& path, const NamedTensors& named) {
+  write_pt(path, pending(detail::standalone_cpu_all(named)));
 }
 
 }  // namespace frugal::io

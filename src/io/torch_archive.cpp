@@ -10,7 +10,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "frugal/util/error.h"
 
@@ -103,7 +106,7 @@ void check_memo_indices(std::string_view pickle, const std::string& what) {
 
 }  // namespace
 
-std::string torch_archive(const c10::IValue& value) {
+std::string torch_pickle(const c10::IValue& value, std::vector<at::Tensor>* storages) {
   std::string pickle;
   torch::jit::Pickler pickler([&](const char* data, size_t n) { pickle.append(data, n); },
                               /*tensor_table=*/nullptr, /*type_renamer=*/nullptr,
@@ -112,16 +115,39 @@ std::string torch_archive(const c10::IValue& value) {
   pickler.protocol();
   pickler.pushIValue(value);
   pickler.stop();
+  if (storages != nullptr) *storages = pickler.tensorData();
+  return pickle;
+}
 
-  std::string out;
+void write_torch_archive(std::string_view pickle, size_t storages,
+                         const std::function<std::string_view(size_t)>& storage_bytes,
+                         const std::function<void(std::string_view)>& out) {
   caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t n) {
-    out.append(static_cast<const char*>(data), n);
+    out({static_cast<const char*>(data), n});
     return n;
   });
-  // "data": the record names torch.save uses (data.pkl, data/<key>), which torch.load expects.
-  torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(),
-                                     writer);
+  // "data": the record names torch.save uses (data/<key>, data.pkl), which torch.load expects,
+  // in the order torch::jit::writeArchiveAndTensors writes them.
+  for (size_t i = 0; i < storages; ++i) {
+    const std::string_view bytes = storage_bytes(i);
+    writer.writeRecord("data/" + std::to_string(i), bytes.data(), bytes.size());
+  }
+  writer.writeRecord("data.pkl", pickle.data(), pickle.size());
   if (!writer.finalized()) writer.writeEndOfFile();
+}
+
+std::string torch_archive(const c10::IValue& value) {
+  std::vector<at::Tensor> storages;
+  const std::string pickle = torch_pickle(value, &storages);
+  std::string out;
+  std::optional<torch::jit::WriteableTensorData> current;  // alive while its record is written
+  write_torch_archive(
+      pickle, storages.size(),
+      [&](size_t i) {
+        current.emplace(torch::jit::getWriteableTensorData(storages[i]));
+        return std::string_view(static_cast<const char*>(current->data()), current->sizeInBytes());
+      },
+      [&](std::string_view bytes) { out.append(bytes); });
   return out;
 }
 

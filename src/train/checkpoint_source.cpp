@@ -38,27 +38,8 @@ fs::path resolve_checkpoint(const fs::path& source, const std::string& command) 
                           source.string()));
 }
 
-// The checkpoint's whole weights, in the layout's order then what was saved unsharded
-// (buffers, frozen parameters): a sharded checkpoint's parameters put back together by name
-// from the ranks' shards, reading only their bytes (not the optimizer state beside them).
 NamedTensors checkpoint_weights(const fs::path& dir, dist::CheckpointReader& reader) {
-  if (!reader.has_shards()) return reader.model();
-  const std::string what = (dir / "meta.json").string();
-  const nlohmann::json meta = io::checkpoint_meta(reader.checkpoint(), dir);
-  const dist::ShardLayout layout = dist::layout_from_json(meta["sharding"].dump(), what);
-  auto whole = reader.whole("param");
-  NamedTensors out;
-  for (const auto& flat : layout.flats) {
-    for (const auto& name : flat.names) {
-      auto it = whole.find(name);
-      if (it == whole.end())
-        throw Error(fmt::format("{}: no saved value of '{}'", dir.string(), name));
-      out.emplace_back(name, std::move(it->second));
-    }
-  }
-  const NamedTensors& rest = reader.model();
-  out.insert(out.end(), rest.begin(), rest.end());
-  return out;
+  return io::read_all(reader.weights(), dir.string());
 }
 
 SourceModel load_source_model(const fs::path& source, const std::string& command) {

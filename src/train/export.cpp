@@ -35,8 +35,8 @@ void replace_folder(const fs::path& fresh, const fs::path& out) {
 }
 
 // A Hugging Face folder of the whole model; returns the number of tensors written.
-size_t write_hf(const fs::path& dir, dist::CheckpointReader& reader, const NamedTensors& tensors,
-                const ExportOptions& o, const fs::path& fresh) {
+size_t write_hf(const fs::path& dir, dist::CheckpointReader& reader,
+                const io::PendingTensors& tensors, const ExportOptions& o, const fs::path& fresh) {
   const Config cfg = checkpoint_config(dir, reader.checkpoint(), o.format);
   const ModelConfig& model = cfg.model;
   // The tokenizer files come along from the folder the run started from.
@@ -50,22 +50,24 @@ size_t write_hf(const fs::path& dir, dist::CheckpointReader& reader, const Named
   }
   // The checkpoint holds what trained (adapters, unfrozen parameters): the model is rebuilt on
   // its base and written whole, each adapter merged into its layer.
-  auto rebuilt = restore_run_model(cfg, tensors, (dir / "model.pt").string());
+  // (The base is loaded whole here: merging needs the model.)
+  auto rebuilt = restore_run_model(cfg, io::read_all(tensors, dir.string()), (dir / "model.pt").string());
   const NamedTensors merged = merged_model_weights(*rebuilt);
   hf::write_folder(fresh, model, merged, o.max_shard_bytes, tokenizer_dir, ids);
   return merged.size();
 }
 
 // A PEFT adapter folder of the run's LoRA adapters; returns the number of tensors written.
-size_t write_peft(const fs::path& dir, dist::CheckpointReader& reader, const NamedTensors& tensors,
-                  const ExportOptions& o, const fs::path& fresh) {
+size_t write_peft(const fs::path& dir, dist::CheckpointReader& reader,
+                  const io::PendingTensors& tensors, const ExportOptions& o, const fs::path& fresh) {
   const Config cfg = checkpoint_config(dir, reader.checkpoint(), o.format);
-  NamedTensors adapters;
-  for (const auto& [name, t] : tensors) {
-    if (name.find(".lora_A.") != std::string::npos || name.find(".lora_B.") != std::string::npos) {
-      adapters.emplace_back(name, t);
+  io::PendingTensors lora;
+  for (const io::PendingTensor& p : tensors) {
+    if (p.name.find(".lora_A.") != std::string::npos || p.name.find(".lora_B.") != std::string::npos) {
+      lora.push_back(p);
     }
   }
+  const NamedTensors adapters = io::read_all(lora, dir.string());
   if (cfg.model.lora.rank == 0 || adapters.empty()) {
     throw Error(
         fmt::format("export --format peft: {} has no LoRA adapters (its run did not set "
@@ -100,7 +102,9 @@ ExportResult export_checkpoint(const ExportOptions& o) {
   // reads, and a damaged checkpoint is refused whole, naming the file.
   verify_checkpoint(dir);
   dist::CheckpointReader reader(dir, /*rank=*/0);
-  const NamedTensors tensors = checkpoint_weights(dir, reader);
+  // Each tensor read when its turn to be written comes, and let go: the export holds the
+  // largest tensor and the reader's buffers, not the model.
+  const io::PendingTensors tensors = reader.weights();
   if (o.format == "pt") {
     io::write_pt(o.output, tensors);
     result.tensors = tensors.size();

@@ -76,7 +76,7 @@ TEST_CASE("safetensors header layout follows the specification", "[io][unit]") {
 
 TEST_CASE("safetensors writes an empty file that reads back empty", "[io][unit]") {
   ScratchDir dir;
-  io::write_safetensors(dir / "e.safetensors", {});
+  io::write_safetensors(dir / "e.safetensors", io::NamedTensors{});
   CHECK(io::read_safetensors(dir / "e.safetensors").empty());
   CHECK(io::read_safetensors_metadata(dir / "e.safetensors").empty());
 }

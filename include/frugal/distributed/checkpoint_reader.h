@@ -17,6 +17,7 @@
 #include "frugal/distributed/sharded_state.h"
 #include "frugal/io/checkpoint.h"
 #include "frugal/io/checkpoint_files.h"
+#include "frugal/io/pending_tensors.h"
 #include "frugal/strategy/state_dict.h"
 
 namespace frugal::dist {
@@ -37,6 +38,12 @@ class CheckpointReader final : public SavedState {
   // of all its files.
   int64_t bytes_read() const;
   int64_t total_bytes() const { return files_.total_bytes(); }
+
+  // The model's weights, each read when asked (io/pending_tensors.h): the layout's
+  // parameters in its order, put together from the shards that hold them, then what was
+  // saved whole (buffers, frozen parameters); never the optimizer state. A whole checkpoint:
+  // model.pt's tensors.
+  io::PendingTensors weights();
 
   std::string what() const override { return dir_.string(); }
   bool has_shards() const override { return layout_.has_value(); }

@@ -14,6 +14,7 @@
 
 #include "frugal/config/hf_config.h"
 #include "frugal/io/named_tensors.h"
+#include "frugal/io/pending_tensors.h"
 #include "frugal/strategy/state_dict.h"
 
 namespace frugal::hf {
@@ -63,6 +64,8 @@ std::unique_ptr<SavedState> weights_state(torch::nn::Module& model, const std::f
 // GPT2LMHeadModel's ("transformer.h.0.attn.c_attn", its Conv1D weights transposed). A type
 // without a mapping is a frugal::Error.
 io::NamedTensors to_transformers(const ModelConfig& model, const io::NamedTensors& tensors);
+// The same for tensors read when their turn comes (io/pending_tensors.h).
+io::PendingTensors to_transformers(const ModelConfig& model, const io::PendingTensors& tensors);
 
 // bos_token_id and eos_token_id as JSON values (a number, or a list as Llama 3.1's), empty
 // when unknown.
@@ -84,6 +87,11 @@ std::vector<int64_t> stop_token_ids(const std::filesystem::path& source_dir, int
 // Built in a temporary folder and published with one rename; an existing `out` is refused.
 void write_folder(const std::filesystem::path& out, const ModelConfig& model,
                   const io::NamedTensors& tensors, int64_t max_shard_bytes,
+                  const std::filesystem::path& tokenizer_dir = {}, const TokenIds& ids = {});
+// The same, each tensor read when written and let go: the folder's writer holds one tensor
+// at a time (`frugal export` of a checkpoint).
+void write_folder(const std::filesystem::path& out, const ModelConfig& model,
+                  const io::PendingTensors& tensors, int64_t max_shard_bytes,
                   const std::filesystem::path& tokenizer_dir = {}, const TokenIds& ids = {});
 
 }  // namespace frugal::hf

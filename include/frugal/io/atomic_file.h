@@ -19,6 +19,12 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
 // in order, without first concatenating them into one buffer.
 void write_file_atomic_parts(const std::filesystem::path& path,
                              const std::vector<std::string_view>& parts);
+// The same, for content made piece by piece (an export reading one tensor at a time): fill
+// calls write(bytes) for each piece, in order; nothing is kept. An exception from fill leaves
+// no temp file and `path` as it was, and goes on.
+using ByteSink = std::function<void(std::string_view)>;
+void write_file_atomic_stream(const std::filesystem::path& path,
+                              const std::function<void(const ByteSink& write)>& fill);
 
 // A plain write (O_TRUNC, no temp file) with fsync, for files inside a directory that is
 // published whole (a checkpoint's staging directory). On failure the file is removed and a

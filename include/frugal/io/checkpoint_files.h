@@ -29,6 +29,9 @@ class CheckpointFile {
   // The number of elements of a tensor the file holds (frugal::Error when it holds none of
   // that name).
   virtual int64_t numel(const std::string& name) const = 0;
+  // Its shape and dtype, from the index (nothing read).
+  virtual std::vector<int64_t> shape(const std::string& name) const = 0;
+  virtual at::ScalarType dtype(const std::string& name) const = 0;
   // The whole tensor, in its shape, on the CPU.
   virtual at::Tensor read(const std::string& name) = 0;
   // Its elements [begin, begin + count), flattened, on the CPU.

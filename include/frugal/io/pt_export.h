@@ -6,10 +6,13 @@
 #include <filesystem>
 
 #include "frugal/io/named_tensors.h"
+#include "frugal/io/pending_tensors.h"
 
 namespace frugal::io {
 
 // Tensors are saved as contiguous CPU copies; names must be unique (frugal::Error otherwise).
 void write_pt(const std::filesystem::path& path, const NamedTensors& named);
+// The same from tensors read when their turn comes, one at a time (io/pending_tensors.h).
+void write_pt(const std::filesystem::path& path, const PendingTensors& tensors);
 
 }  // namespace frugal::io

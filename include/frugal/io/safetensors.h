@@ -9,6 +9,7 @@
 #include <string>
 
 #include "frugal/io/named_tensors.h"
+#include "frugal/io/pending_tensors.h"
 
 namespace frugal::io {
 
@@ -17,6 +18,11 @@ namespace frugal::io {
 // I16 I8 U64 U32 U16 U8 BOOL F8_E4M3 F8_E5M2 F8_E4M3FNUZ F8_E5M2FNUZ C64); frugal::Error
 // otherwise.
 void write_safetensors(const std::filesystem::path& path, const NamedTensors& named,
+                       const std::map<std::string, std::string>& metadata = {});
+// The same from tensors read when their turn comes: the header from their announced shapes
+// and dtypes, then each value read, written and let go (a value that is not what was
+// announced is a frugal::Error naming the file and the tensor).
+void write_safetensors(const std::filesystem::path& path, const PendingTensors& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
 // CPU tensors in file (data offset) order. A file that is not valid safetensors (header length
