@@ -7,6 +7,7 @@
 #include "frugal/distributed/communicator.h"
 #include "frugal/distributed/env.h"
 #include "frugal/distributed/network_check.h"
+#include "frugal/engine/sharding_registry.h"
 #include "frugal/io/disk_bandwidth.h"
 #include "frugal/memory/doctor.h"
 #include "frugal/memory/planner.h"
@@ -90,10 +91,14 @@ bool add_distributed_findings(std::vector<memory::Finding>& findings, const Conf
   const std::vector<dist::CollectiveBandwidth> measured =
       dist::measure_collectives(*comm, {int64_t{1} << 20, mib << 20}, 5);
   report("", measured);
-  double reduce_bus = 0, gather_bus = 0;
-  for (const auto& m : measured) {
-    (m.op == "all_reduce" ? reduce_bus : gather_bus) = m.bus_bytes_per_s;  // the largest size's
-  }
+  // The largest size's figures.
+  auto links = [](const std::vector<dist::CollectiveBandwidth>& ms) {
+    dist::LinkBandwidth b;
+    for (const auto& m : ms) (m.op == "all_reduce" ? b.reduce : b.gather) = m.bus_bytes_per_s;
+    return b;
+  };
+  const dist::LinkBandwidth job = links(measured);
+  dist::LinkBandwidth in_node, across_nodes;
   // Several nodes of several ranks: the links within a node (each node's ranks together) apart
   // from those across nodes (the ranks of one local rank, one per node), each measured by all
   // groups at once, as a job's collectives would load them.
@@ -106,9 +111,13 @@ bool add_distributed_findings(std::vector<memory::Finding>& findings, const Conf
       if (r % local == slot) same_slot.push_back(r);
     }
     auto within = comm->subgroup(fmt::format("node{}", node), same_node);
-    report("within a node: ", dist::measure_collectives(*within, {mib << 20}, 5));
+    const auto within_measured = dist::measure_collectives(*within, {mib << 20}, 5);
+    report("within a node: ", within_measured);
+    in_node = links(within_measured);
     auto across = comm->subgroup(fmt::format("slot{}", slot), same_slot);
-    report("across nodes: ", dist::measure_collectives(*across, {mib << 20}, 5));
+    const auto across_measured = dist::measure_collectives(*across, {mib << 20}, 5);
+    report("across nodes: ", across_measured);
+    across_nodes = links(across_measured);
   }
   if (!src.path.empty()) {
     const memory::ModelProfile shape = memory::model_shape(cfg);
@@ -122,8 +131,17 @@ bool add_distributed_findings(std::vector<memory::Finding>& findings, const Conf
                                     "parameters) at this rank's {:.3g} TFLOP/s of matmul",
                                     time_text(compute_s), tokens, shape.params, flops / 1e12),
                         memory::Verdict::info, ""});
+    // Every data-parallel mode, built in or registered; those replicated across groups of a
+    // node's ranks (hsdp) only where there are several nodes of several ranks.
+    const bool grouped = nodes > 1 && local > 1 && comm->size() == nodes * local;
+    std::vector<std::pair<std::string, ShardingTraits>> modes;
+    for (const std::string& mode : sharding_names()) {
+      const ShardingTraits traits = sharding_traits(mode);
+      if (traits.data_parallel && (grouped || !traits.replicated_groups)) modes.emplace_back(mode, traits);
+    }
     for (const dist::CommShare& c :
-         dist::predict_comm_share(shape.params, 4, comm->size(), reduce_bus, gather_bus, compute_s)) {
+         dist::predict_comm_share(modes, shape.params, 4, comm->size(), grouped ? local : comm->size(),
+                                  job, in_node, across_nodes, compute_s)) {
       const bool heavy = c.share > 0.5;
       findings.push_back(
           {"communication " + c.mode,

@@ -60,6 +60,8 @@ void add_plan(CLI::App& app, Action& run) {
   struct Args {
     ConfigSource src;
     int gpus = 1;
+    int nodes = 0;
+    int gpus_per_node = 0;
     std::string gpu_memory = "80GiB";
     int64_t top = 20;
     bool all = false;
@@ -72,7 +74,18 @@ void add_plan(CLI::App& app, Action& run) {
   auto* cmd = app.add_subcommand(
       "plan", "Predict per-rank peak memory of every strategy combination and rank those that fit");
   add_config_options(*cmd, args->src, /*path_required=*/false);
-  cmd->add_option("--gpus", args->gpus, "Ranks (GPUs) the job will have")->check(CLI::PositiveNumber);
+  auto* gpus = cmd->add_option("--gpus", args->gpus, "Ranks (GPUs) the job will have")
+                   ->check(CLI::PositiveNumber);
+  auto* nodes = cmd->add_option("--nodes", args->nodes,
+                                "Nodes the job will span (with --gpus-per-node): adds hsdp, "
+                                "sharded within each node and replicated across them")
+                    ->check(CLI::PositiveNumber);
+  auto* per_node = cmd->add_option("--gpus-per-node", args->gpus_per_node,
+                                   "Ranks (GPUs) on each node (with --nodes)")
+                       ->check(CLI::PositiveNumber);
+  nodes->needs(per_node);
+  per_node->needs(nodes);
+  gpus->excludes(nodes);
   cmd->add_option("--gpu-memory", args->gpu_memory, "Memory per rank: 80GiB, 24GB, 512MiB, bytes");
   cmd->add_option("--top", args->top, "Rows to print")->check(CLI::PositiveNumber);
   cmd->add_flag("--all", args->all, "Also print the combinations that do not fit");
@@ -96,6 +109,11 @@ void add_plan(CLI::App& app, Action& run) {
       }
       memory::PlanOptions o;
       o.gpus = args->gpus;
+      if (args->nodes > 0) {
+        o.nodes = args->nodes;
+        o.gpus_per_node = args->gpus_per_node;
+        o.gpus = args->nodes * args->gpus_per_node;
+      }
       // The same spellings as memory.budget.
       o.gpu_memory = load_config_string("memory: {budget: " + args->gpu_memory + "}\n",
                                         "--gpu-memory").memory.budget;
@@ -132,23 +150,31 @@ void add_plan(CLI::App& app, Action& run) {
         rows.insert(rows.end(), some.begin(), some.end());
       }
       memory::rank_rows(rows);
-      std::cout << fmt::format("per rank: {} GiB ({} rank{})\n", gib(o.gpu_memory), o.gpus,
-                               o.gpus == 1 ? "" : "s");
+      std::cout << fmt::format("per rank: {} GiB ({} rank{}{})\n", gib(o.gpu_memory), o.gpus,
+                               o.gpus == 1 ? "" : "s",
+                               o.nodes > 1 ? fmt::format(": {} nodes of {}", o.nodes, o.gpus_per_node)
+                                           : std::string());
       std::cout << "| fine-tune | precision | checkpointing | offload activations | loss chunk "
                    "(tokens) | sharding | offload optimizer | optimizer | in backward | "
                    "micro-batch (samples) | peak per rank (GiB) | headroom (GiB) | fits | host "
-                   "(GiB) | disk (GiB) | time / sample (relative, est.) |\n|---|---|---|---|---|"
-                   "---|---|---|---|---|---|---|---|---|---|---|\n";
+                   "(GiB) | disk (GiB) | time / sample (relative, est.) | sent per step per rank (GiB) "
+                   "|\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
       int64_t printed = 0;
       for (const auto& r : rows) {
         if ((!r.fits && !args->all) || printed >= args->top) continue;
         std::cout << fmt::format(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2f} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2f} | {} |\n",
             r.finetune, r.precision, r.checkpointing, r.offload_activations ? "yes" : "no",
-            r.loss_chunk_tokens, r.sharding, !r.offload ? "no" : r.nvme ? "nvme" : "ram",
+            r.loss_chunk_tokens,
+            r.shard_size > 0 ? fmt::format("{} ({} x {})", r.sharding, o.gpus / r.shard_size, r.shard_size)
+                             : r.sharding,
+            !r.offload ? "no" : r.nvme ? "nvme" : "ram",
             r.optimizer, r.in_backward ? "yes" : "no", r.micro_batch, gib(r.peak_bytes),
             gib(o.gpu_memory - r.peak_bytes), r.fits ? "yes" : "no", gib(r.host_bytes),
-            gib(r.disk_bytes), r.time_per_sample);
+            gib(r.disk_bytes), r.time_per_sample,
+            r.comm_across_bytes > 0
+                ? fmt::format("{} ({} across nodes)", gib(r.comm_bytes), gib(r.comm_across_bytes))
+                : gib(r.comm_bytes));
         ++printed;
       }
       // Rows come fitting first, fastest first: the first that fits is the recommendation.

@@ -96,8 +96,12 @@ io::PendingTensors CheckpointReader::weights() {
       const at::ScalarType dtype = shard(0).dtype(key);
       for (size_t i = 0; i < f.names.size(); ++i) {
         io::PendingTensor p{f.names[i], f.shapes[i], dtype, {}};
-        p.read = [this, name = p.name, shape = p.shape, numel = p.numel()] {
-          return read_range("param", name, 0, numel).view(shape);
+        // Into a tensor of its own, piece by piece from the shards that hold it (no
+        // concatenation: the value and one piece at a time).
+        p.read = [this, name = p.name, shape = p.shape, dtype = p.dtype, numel = p.numel()] {
+          std::vector<SavedRange> ranges{{"param", name, 0, numel, at::empty(shape, at::TensorOptions().dtype(dtype))}};
+          read_ranges(ranges);
+          return ranges.front().into;
         };
         out.push_back(std::move(p));
       }

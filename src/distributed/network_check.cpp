@@ -81,19 +81,27 @@ double measure_matmul_flops(const c10::Device& device, double seconds) {
   return 2.0 * static_cast<double>(side * side * side) * static_cast<double>(products) / elapsed;
 }
 
-std::vector<CommShare> predict_comm_share(int64_t params, int64_t element_bytes, int world,
-                                          double reduce_bus_bytes_per_s,
-                                          double gather_bus_bytes_per_s, double compute_s) {
+std::vector<CommShare> predict_comm_share(const std::vector<std::pair<std::string, ShardingTraits>>& modes,
+                                          int64_t params, int64_t element_bytes, int world,
+                                          int group, const LinkBandwidth& job,
+                                          const LinkBandwidth& within, const LinkBandwidth& across,
+                                          double compute_s) {
   const double model = static_cast<double>(params * element_bytes);
-  const double ring = world > 1 ? static_cast<double>(world - 1) / world : 0.0;
+  auto seconds = [](double bytes, double bus, double fallback) {
+    const double bw = bus > 0 ? bus : fallback;
+    return bytes > 0 && bw > 0 ? bytes / bw : 0.0;
+  };
   std::vector<CommShare> out;
-  for (const auto& [mode, factor] : std::vector<std::pair<std::string, double>>{
-           {"ddp", 2.0}, {"zero1", 2.0}, {"zero2", 2.0}, {"zero3", 3.0}}) {
+  for (const auto& [mode, traits] : modes) {
+    const StepTraffic t = step_traffic(traits, model, world, group);
     CommShare s;
     s.mode = mode;
-    s.sent_bytes = static_cast<int64_t>(factor * ring * model);
-    const double bus = mode == "ddp" ? reduce_bus_bytes_per_s : gather_bus_bytes_per_s;
-    s.comm_s = bus > 0 ? static_cast<double>(s.sent_bytes) / bus : 0.0;
+    s.sent_bytes = static_cast<int64_t>(t.total());
+    if (traits.replicated_groups) {
+      s.comm_s = seconds(t.within, within.gather, job.gather) + seconds(t.across, across.reduce, job.reduce);
+    } else {
+      s.comm_s = seconds(t.within, traits.shards_optimizer_state ? job.gather : job.reduce, 0.0);
+    }
     s.compute_s = compute_s;
     s.share = s.comm_s + compute_s > 0 ? s.comm_s / (s.comm_s + compute_s) : 0.0;
     out.push_back(s);

@@ -93,8 +93,15 @@ class UnitBuilder {
     for (size_t g = 0; g < groups_.size(); ++g) add_flat(unit, g, params);
     add_frozen_flats(unit, frozen);
     if (unit.flats.empty()) return false;
-    unit.gathered = true;
-    s_.gathered_bytes += unit.full_bytes;
+    if (s_.stage == 3) {
+      // The whole parameters go as soon as this rank's shards are cut from them (the first
+      // forward gathers them again), so that setting up holds the model once, unit by unit
+      // moving from its whole tensors to the shards, never the model and its flat copy.
+      for (size_t f : unit.flats) free_storage(s_.flats[f].full);
+    } else {
+      unit.gathered = true;
+      s_.gathered_bytes += unit.full_bytes;
+    }
     s_.units.push_back(std::move(unit));
     return true;
   }

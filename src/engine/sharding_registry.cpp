@@ -56,7 +56,7 @@ NamedRegistry<RegisteredSharding>& sharding_modes() {
           {"zero1", {make_zero, {true, /*shards_optimizer_state=*/true}}},
           {"zero2", {make_zero, {true, true, /*shards_gradients=*/true}}},
           {"zero3", {make_zero, {true, true, true, /*shards_parameters=*/true}}},
-          {"hsdp", {make_zero, {true, true, true, true}}},
+          {"hsdp", {make_zero, {true, true, true, true, /*replicated_groups=*/true}}},
       },
       /*validated=*/true);
   return modes;

@@ -103,6 +103,20 @@ class FolderState final : public SavedState {
  public:
   FolderState(io::NamedTensors weights, std::string what)
       : weights_(std::move(weights)), what_(std::move(what)) {}
+  // A rank's slices, copied out of the mapped file (into their places, or as copies); the
+  // pages each read leave the rank's resident memory at once (io::release_mapped_pages), so
+  // that under zero3 a rank holds its shards, not the folder.
+  void read_ranges(std::vector<SavedRange>& ranges) override {
+    for (SavedRange& r : ranges) {
+      const at::Tensor slice = SavedState::read_range(r.kind, r.name, r.begin, r.count);
+      if (r.into.defined()) {
+        r.into.copy_(slice.view(r.into.sizes()));
+      } else {
+        r.into = slice.clone();
+      }
+      io::release_mapped_pages(slice);
+    }
+  }
   std::string what() const override { return what_; }
   bool has_shards() const override { return false; }
   const io::NamedTensors& model() override { return weights_; }

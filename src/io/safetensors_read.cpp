@@ -2,7 +2,10 @@
 // before memory is allocated or read, so a damaged or hostile file gives one clear error.
 #include <ATen/ATen.h>
 #include <fcntl.h>
+#include <c10/util/strides.h>
 #include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -19,6 +22,12 @@
 
 namespace frugal::io {
 namespace {
+
+// The deleter of map_safetensors' storages: drops their reference to the map.
+void drop_map_reference(void* context) {
+  delete static_cast<std::shared_ptr<const frugal::detail::MappedFile>*>(context);
+}
+
 
 static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes little-endian");
 
@@ -73,8 +82,15 @@ class SafetensorsFile {
     if (map->data() == nullptr || reinterpret_cast<uintptr_t>(p) % c10::elementSize(e.dtype) != 0) {
       return load(e);
     }
-    return at::from_blob(const_cast<uint8_t*>(p), e.shape, [map](void*) {},
-                         at::TensorOptions().dtype(e.dtype));
+    // The storage holds the map alive, under a deleter of its own that release_mapped_pages
+    // recognises.
+    const auto bytes = static_cast<size_t>(e.end - e.begin);
+    at::DataPtr data(const_cast<uint8_t*>(p), new std::shared_ptr<const frugal::detail::MappedFile>(map),
+                     &drop_map_reference, at::Device(at::kCPU));
+    at::Storage storage(at::Storage::use_byte_size_t(), bytes, std::move(data), nullptr, false);
+    at::Tensor t = at::empty({0}, at::TensorOptions().dtype(e.dtype));
+    t.set_(storage, 0, e.shape, c10::contiguous_strides(e.shape));
+    return t;
   }
 
  private:
@@ -211,6 +227,19 @@ NamedTensors map_safetensors(const std::filesystem::path& path) {
   out.reserve(file.entries().size());
   for (const Entry& e : file.entries()) out.emplace_back(e.name, file.view(e, map));
   return out;
+}
+
+bool release_mapped_pages(const at::Tensor& t) {
+  if (!t.defined() || t.storage().data_ptr().get_deleter() != &drop_map_reference || t.numel() == 0) {
+    return false;
+  }
+  // The pages holding the tensor's bytes, whole (neighbours' bytes on a shared page are read
+  // again from the page cache when next used: the map is private and read-only).
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto first = reinterpret_cast<uintptr_t>(t.const_data_ptr());
+  const auto last = first + t.nbytes();
+  const uintptr_t begin = first / page * page, end = (last + page - 1) / page * page;
+  return ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED) == 0;
 }
 
 std::map<std::string, std::string> read_safetensors_metadata(const std::filesystem::path& path) {

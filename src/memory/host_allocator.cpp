@@ -23,4 +23,14 @@ void tune_host_allocator(const std::string& policy) {
 #endif
 }
 
+void return_freed_blocks() {
+#if defined(__GLIBC__)
+  // glibc's first threshold, fixed: every block above it is mmapped and unmapped when freed,
+  // and a fixed threshold no longer rises (to 32 MiB) after the first such free.
+  mallopt(M_MMAP_THRESHOLD, 128 << 10);
+  mallopt(M_TRIM_THRESHOLD, 128 << 10);
+  malloc_trim(0);
+#endif
+}
+
 }  // namespace frugal::memory

@@ -128,7 +128,8 @@ std::string PlanRow::settings() const {
                    precision, checkpointing, micro_batch);
   if (offload_activations) s += " strategy.offload.activations=true";
   if (loss_chunk_tokens > 0) s += fmt::format(" model.loss_chunk_tokens={}", loss_chunk_tokens);
-  if (sharding != "none") s += " strategy.sharding=" + sharding;
+  if (sharding != "none") s += " strategy.sharding.mode=" + sharding;
+  if (shard_size > 0) s += fmt::format(" strategy.sharding.shard_size={}", shard_size);
   if (offload) s += nvme ? " strategy.offload.optimizer=nvme" : " strategy.offload.optimizer=true";
   s += " optim.type=" + optimizer;
   if (in_backward) s += " optim.in_backward=true";
@@ -261,7 +262,8 @@ ModelProfile profile_model(const Config& cfg, bool measure) {
 }
 
 int64_t predict_peak(const ModelProfile& p, const PlanRow& r, int world) {
-  const double n = std::max(1, world);
+  // Replicated groups (hsdp) shard within a group of shard_size ranks.
+  const double n = std::max(1, r.shard_size > 0 ? std::min(r.shard_size, world) : world);
   const double psi = static_cast<double>(p.params);
   const double unit = static_cast<double>(std::max(p.largest_block, p.root));
   double params = 4 * psi, grads = 4 * psi;
@@ -317,7 +319,7 @@ int64_t predict_peak(const ModelProfile& p, const PlanRow& r, int world) {
 OffloadBytes predict_offload(const ModelProfile& p, const PlanRow& r, int world,
                              int64_t buffer_bytes) {
   if (!r.offload) return {};
-  const double n = std::max(1, world);
+  const double n = std::max(1, r.shard_size > 0 ? std::min(r.shard_size, world) : world);
   const ShardingTraits sharding = sharding_traits(r.sharding);
   // A rank steps the parameters whose optimizer state it holds.
   const double stepped = sharding.shards_optimizer_state ? static_cast<double>(p.params) / n
@@ -353,12 +355,16 @@ std::vector<PlanRow> plan(const Config& cfg, const ModelProfile& profile, const 
       if (std::find(batches.begin(), batches.end(), m) == batches.end()) batches.push_back(m);
     }
   }
-  // One GPU: no sharding; several: every data-parallel mode, built in or registered.
+  // One GPU: no sharding; several: every data-parallel mode, built in or registered; those
+  // replicated across groups (hsdp) where there are several nodes of several GPUs, one
+  // node's GPUs to a group.
   std::vector<std::string> shardings = {"none"};
+  const bool grouped = o.nodes > 1 && o.gpus_per_node > 1 && o.gpus == o.nodes * o.gpus_per_node;
   if (o.gpus > 1) {
     shardings.clear();
     for (const std::string& mode : sharding_names()) {
-      if (sharding_traits(mode).data_parallel) shardings.push_back(mode);
+      const ShardingTraits traits = sharding_traits(mode);
+      if (traits.data_parallel && (grouped || !traits.replicated_groups)) shardings.push_back(mode);
     }
   }
   // optim.in_backward steps before any gradient norm exists: only without clipping.
@@ -389,6 +395,14 @@ std::vector<PlanRow> plan(const Config& cfg, const ModelProfile& profile, const 
                     PlanRow r{profile.finetune, profile.finetune_settings, precision, ckpt,
                               offload_act, chunk, sharding, offload, optimizer, ib, b};
                     r.nvme = where == 2;
+                    const ShardingTraits traits = sharding_traits(sharding);
+                    if (traits.replicated_groups) r.shard_size = o.gpus_per_node;
+                    // The gradients' bytes: fp32, or bf16 under bf16-mixed's reduce dtype.
+                    const StepTraffic traffic = step_traffic(
+                        traits, 4.0 * static_cast<double>(profile.params), o.gpus,
+                        r.shard_size > 0 ? r.shard_size : o.gpus);
+                    r.comm_bytes = static_cast<int64_t>(traffic.total());
+                    r.comm_across_bytes = static_cast<int64_t>(traffic.across);
                     const OffloadBytes moved = predict_offload(
                         profile, r, o.gpus,
                         static_cast<int64_t>(cfg.strategy.offload.buffer_mb * (1 << 20)));
@@ -403,7 +417,6 @@ std::vector<PlanRow> plan(const Config& cfg, const ModelProfile& profile, const 
                     // the output projection; sharding adds communication, optimizer offload a
                     // host step; small micro-batches pay fixed per-step costs.
                     const PrecisionSpec spec = precision_spec(precision);
-                    const ShardingTraits traits = sharding_traits(sharding);
                     double t = spec.autocast && spec.dtype == at::kBFloat16 ? 0.55 : 1.0;
                     if (checkpointing_kind(ckpt) == CheckpointingKind::full) t *= 1.35;
                     if (offload_act) t *= 1.05;
@@ -412,6 +425,14 @@ std::vector<PlanRow> plan(const Config& cfg, const ModelProfile& profile, const 
                       t *= 1.10;  // gathers every unit's parameters in forward and again in backward
                     } else if (traits.shards_optimizer_state) {
                       t *= 1.02;  // gathers the stepped parameters once per step
+                    }
+                    // Across nodes the links are slower: each model's worth of bytes a
+                    // rank sends over them (all of a flat mode's traffic; hsdp's gradient
+                    // shards alone) costs 5% more.
+                    if (o.nodes > 1 && profile.params > 0) {
+                      const double crossing =
+                          static_cast<double>(traits.replicated_groups ? r.comm_across_bytes : r.comm_bytes);
+                      t *= 1.0 + 0.05 * crossing / (4.0 * static_cast<double>(profile.params));
                     }
                     if (offload) t *= 1.3;
                     // The state read and written each step: slower than RAM offload unless

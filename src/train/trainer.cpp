@@ -84,6 +84,7 @@ struct Trainer::Impl {
   dist::RankInfo job;
   std::shared_ptr<dist::Communicator> comm;  // null in a single process
   bool main = true;                          // rank 0: logs, writes shared files
+  int64_t rss_at_start = 0;                  // host resident bytes before the model
   c10::Device device{c10::kCPU};
   RunDirPlan plan;
   std::shared_ptr<Model> model;
@@ -142,6 +143,30 @@ struct Trainer::Impl {
     loader->set_position(resumed.data);
     log::info(fmt::format("resumed from {} (step {})", plan.resume_from->string(), resumed.step));
     return resumed.step;
+  }
+
+  // After loading weights (model.init_from, a checkpoint): the most host memory building the
+  // model and loading them held, against what the rank keeps, on the rank where it was
+  // highest (docs/reliability.md, bounded loading). Every rank takes part. From here on the
+  // C allocator follows memory.host_allocator.
+  void report_load_memory(bool loaded) {
+    memory::tune_host_allocator(cfg.memory.host_allocator);
+    if (!loaded) return;
+    const memory::MemorySnapshot m = memory::snapshot(c10::Device(c10::kCPU));
+    double ratio = m.allocated > 0 ? static_cast<double>(m.allocated_peak) / m.allocated : 0.0;
+    double kept = static_cast<double>(m.allocated);
+    double above = static_cast<double>(memory::host_memory().rss_peak_bytes - rss_at_start);
+    if (comm) {
+      ratio = dist::all_reduce_scalar(*comm, ratio, dist::Reduce::kMax);
+      kept = dist::all_reduce_scalar(*comm, kept, dist::Reduce::kMax);
+      above = dist::all_reduce_scalar(*comm, above, dist::Reduce::kMax);
+    }
+    const std::string tensors =
+        device.is_cpu() ? fmt::format("host tensors peaked at {:.2f}x what a rank keeps ({} kept); ",
+                                      ratio, memory::format_bytes(static_cast<int64_t>(kept)))
+                        : std::string();
+    log::info(fmt::format("loading: {}resident memory at most {} above the process's start",
+                          tensors, memory::format_bytes(static_cast<int64_t>(above))));
   }
 
   void train_loop(MetricsRecorder& metrics, TrainResult& result) {
@@ -222,8 +247,10 @@ struct Trainer::Impl {
   void join_job() {
     if (cfg.run.threads > 0) at::set_num_threads(static_cast<int>(cfg.run.threads));
     // Every CPU tensor byte is counted from here on (memory figures in metrics, budgets).
-    memory::tune_host_allocator(cfg.memory.host_allocator);
+    // Loading first returns what it frees (report_load_memory applies memory.host_allocator).
+    if (cfg.memory.host_allocator != "system") memory::return_freed_blocks();
     memory::install_cpu_tracking();
+    rss_at_start = memory::host_memory().rss_bytes;
     memory::set_cpu_budget(cfg.memory.budget);
     // Tagged before joining: a rendezvous that fails names the rank too.
     if (!job.launcher_tags_ranks) log::set_rank(job.rank, job.world_size);
@@ -384,6 +411,7 @@ TrainResult Trainer::run() {
   result.run_dir = s.plan.dir;
   result.is_main = s.main;
   result.resumed_from = s.resume();
+  s.report_load_memory(result.resumed_from >= 0 || !cfg.model.init_from.empty());
   // Only now, with any resume verified, does anything in the run directory change.
   if (s.main) io::write_file_atomic(s.plan.dir / "config.resolved.yaml", to_yaml(cfg));
   MetricsRecorder metrics(cfg, s.plan.dir, s.comm, s.device, result.resumed_from);

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -373,4 +374,56 @@ TEST_CASE("frugal plan's NVMe offload rows keep the state on disk and a ring on 
           static_cast<int64_t>(16 * params) - r.host_bytes);
   }
   CHECK(nvme == 1);
+}
+
+TEST_CASE("frugal plan --nodes --gpus-per-node adds hsdp within each node with its traffic",
+          "[integration][memory][plan]") {
+  Config cfg = load_config((test::source_dir() / "configs/tiny-gpt.yaml").string(), {"run.device=cpu"});
+  const memory::ModelProfile profile = memory::profile_model(cfg);
+  const double model = 4.0 * static_cast<double>(profile.params);
+  memory::PlanOptions flat;
+  flat.gpus = 8;
+  memory::PlanOptions nodes = flat;
+  nodes.nodes = 2;
+  nodes.gpus_per_node = 4;
+  auto sharded = [](const std::vector<memory::PlanRow>& rows, const std::string& mode) {
+    for (const auto& r : rows) {
+      if (r.sharding == mode && r.precision == "fp32" && r.checkpointing == "none" && !r.offload &&
+          !r.in_backward && r.loss_chunk_tokens == 0)
+        return std::optional<memory::PlanRow>(r);
+    }
+    return std::optional<memory::PlanRow>();
+  };
+  // One pool of 8 ranks: no hsdp; 2 nodes of 4: hsdp in groups of 4.
+  CHECK_FALSE(sharded(memory::plan(cfg, profile, flat), "hsdp"));
+  const auto rows = memory::plan(cfg, profile, nodes);
+  const auto hsdp = sharded(rows, "hsdp"), zero3 = sharded(rows, "zero3");
+  REQUIRE(hsdp);
+  REQUIRE(zero3);
+  CHECK(hsdp->shard_size == 4);
+  CHECK_THAT(hsdp->settings(), Catch::Contains("strategy.sharding.mode=hsdp strategy.sharding.shard_size=4"));
+  // Its peak is zero3's over one node's ranks.
+  memory::PlanRow zero3_of_4 = *zero3;
+  CHECK(hsdp->peak_bytes == memory::predict_peak(profile, zero3_of_4, 4));
+  // Sent per rank per step: zero3's 3(N-1)/N x the model over all 8; hsdp's over 4, plus the
+  // gradient shards (a quarter of the model) all-reduced across the 2 nodes, 2(2-1)/2 x.
+  CHECK(zero3->comm_bytes == static_cast<int64_t>(3.0 * 7 / 8 * model));
+  CHECK(zero3->comm_across_bytes == 0);
+  CHECK(hsdp->comm_across_bytes == static_cast<int64_t>(model / 4));
+  CHECK(hsdp->comm_bytes == static_cast<int64_t>(3.0 * 3 / 4 * model + model / 4));
+  // Less crosses the nodes: hsdp ranks ahead of flat zero3.
+  CHECK(hsdp->time_per_sample < zero3->time_per_sample);
+
+  // The command: the rows, the traffic column, and --gpus refused beside --nodes.
+  test::CommandResult r = test::frugal("plan " + test::quote((test::source_dir() / "configs/tiny-gpt.yaml").string()) +
+                                       " --set run.device=cpu --nodes 2 --gpus-per-node 4 --all --top 1000");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("(8 ranks: 2 nodes of 4)") &&
+                        Catch::Contains("| sent per step per rank (GiB) |") &&
+                        Catch::Contains("| hsdp (2 x 4) |") && Catch::Contains(" across nodes) |"));
+  test::CommandResult both = test::frugal("plan " + test::quote((test::source_dir() / "configs/tiny-gpt.yaml").string()) +
+                                          " --gpus 8 --nodes 2 --gpus-per-node 4");
+  CHECK(both.exit_code != 0);
+  CHECK_THAT(both.err, Catch::Contains("--gpus excludes --nodes"));
 }

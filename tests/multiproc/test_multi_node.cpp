@@ -166,7 +166,8 @@ TEST_CASE("doctor --distributed over two nodes measures the links within a node 
           "[multiproc][launch][nodes][doctor]") {
   using namespace test_multi_node;
   const int port = frugal::test::free_port();
-  const std::string args = "doctor --json --distributed --distributed-mib 2";
+  const std::string config = (frugal::test::source_dir() / "configs/tiny-gpt.yaml").string();
+  const std::string args = "doctor --json --distributed --distributed-mib 2 " + frugal::test::quote(config);
   const Nodes n = run_both(node_launch(2, 0, port, args), node_launch(2, 1, port, args), 180);
   INFO(n.first.out << n.first.err << n.second.out << n.second.err);
   REQUIRE(n.first.exit_code == 0);
@@ -189,6 +190,20 @@ TEST_CASE("doctor --distributed over two nodes measures the links within a node 
     REQUIRE(std::regex_search(v, m, std::regex("([0-9.]+) GiB/s bus bandwidth")));
     CHECK(std::stod(m[1]) > 0.0);
   }
+  // With a config, every mode's bytes per step at world 4, and hsdp (2 nodes of 2): zero3's
+  // 3(N-1)/N x the model within a node of 2, plus the gradient shards (half the model)
+  // all-reduced across the 2 nodes, 2(2-1)/2 x: 8 bytes a parameter, against flat zero3's 9.
+  std::smatch m;
+  const std::string compute = by_name["compute per step"].at("value").get<std::string>();
+  REQUIRE(std::regex_search(compute, m, std::regex("\\((\\d+) trained parameters")));
+  const int64_t params = std::stoll(m[1]);
+  auto sent = [&](const std::string& mode) {
+    std::smatch b;
+    const std::string v = by_name["communication " + mode].at("value").get<std::string>();
+    return std::regex_search(v, b, std::regex("\\((\\d+) B\\)")) ? std::stoll(b[1]) : int64_t{-1};
+  };
+  CHECK(sent("zero3") == 9 * params);
+  CHECK(sent("hsdp") == 8 * params);
   // Node 1's launch prints no report of its own.
   CHECK(n.second.out.find("\"findings\"") == std::string::npos);
 }

@@ -6,9 +6,11 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "frugal/distributed/communicator.h"
+#include "frugal/strategy/sharding_traits.h"
 
 namespace frugal::dist {
 
@@ -36,21 +38,30 @@ std::vector<CollectiveBandwidth> measure_collectives(Communicator& comm,
 double measure_matmul_flops(const c10::Device& device, double seconds);
 
 struct CommShare {
-  std::string mode;          // ddp | zero1 | zero2 | zero3
+  std::string mode;          // a data-parallel mode: ddp | zero1 | zero2 | zero3 | hsdp | ...
   int64_t sent_bytes = 0;    // per rank per optimizer step, ring algorithm
-  double comm_s = 0;         // sent_bytes at the bus bandwidth
+  double comm_s = 0;         // sent_bytes at the bus bandwidths
   double compute_s = 0;      // forward and backward of the step's tokens on this rank
   double share = 0;          // comm_s / (comm_s + compute_s): none of it overlapped
 };
 
-// What each data-parallel mode sends per rank per optimizer step for `params` trained
-// parameters of `element_bytes` at world `world` (ddp's all_reduce of the gradients 2(N-1)/N
-// x the model; zero1 and zero2 a reduce-scatter and an all-gather, the same; zero3 one
-// all-gather more, for backward: 3(N-1)/N), at the bus bandwidth measured for all_reduce
-// (ddp) or all_gather (zero*, reduce-scatter taken as fast), against `compute_s` of
-// computing. The share is an upper bound: the engine overlaps part of it with backward.
-std::vector<CommShare> predict_comm_share(int64_t params, int64_t element_bytes, int world,
-                                          double reduce_bus_bytes_per_s,
-                                          double gather_bus_bytes_per_s, double compute_s);
+// Bus bandwidths (bytes/s) of one set of links; 0 where not measured.
+struct LinkBandwidth {
+  double reduce = 0;  // all_reduce
+  double gather = 0;  // all_gather (reduce-scatter taken as fast)
+};
+
+// What each mode sends per rank per optimizer step for `params` trained parameters of
+// `element_bytes` at world `world` (step_traffic, strategy/sharding_traits.h), and how long
+// that takes against `compute_s` of computing: over the whole job's links (`job`: all_reduce
+// for modes that keep whole state, all_gather for sharded ones); modes with replicated groups
+// (hsdp, groups of `group` ranks, one node's) gather over `within` and all-reduce over
+// `across` (the job's figures where those are 0). The share is an upper bound: the engine
+// overlaps part of it with backward.
+std::vector<CommShare> predict_comm_share(const std::vector<std::pair<std::string, ShardingTraits>>& modes,
+                                          int64_t params, int64_t element_bytes, int world,
+                                          int group, const LinkBandwidth& job,
+                                          const LinkBandwidth& within, const LinkBandwidth& across,
+                                          double compute_s);
 
 }  // namespace frugal::dist

@@ -4,6 +4,8 @@
 // little-endian tensor bytes, offsets relative to the end of the header.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <filesystem>
 #include <map>
 #include <string>
@@ -36,6 +38,11 @@ NamedTensors read_safetensors(const std::filesystem::path& path);
 // pages are read-only: a write is a crash); copy first. A tensor whose offset does not suit
 // its dtype's alignment is read into memory instead.
 NamedTensors map_safetensors(const std::filesystem::path& path);
+// For a tensor map_safetensors returned, or a view of one (contiguous): its pages leave this
+// process's resident memory (the page cache keeps them; a later read maps them again), so that
+// a rank copying its slice of each tensor holds those slices, not the file. Returns false, and
+// does nothing, for any other tensor (one read into memory, a copy).
+bool release_mapped_pages(const at::Tensor& t);
 
 // The "__metadata__" entries (empty when there are none), with the same validation.
 std::map<std::string, std::string> read_safetensors_metadata(const std::filesystem::path& path);

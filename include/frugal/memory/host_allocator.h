@@ -19,4 +19,10 @@ namespace frugal::memory {
 // glibc). An unknown name is a frugal::Error naming memory.host_allocator.
 void tune_host_allocator(const std::string& policy);
 
+// While a model is built and its weights loaded: every freed block goes back to the system at
+// once (the whole model a rank builds before keeping its shard, read buffers), so that the
+// resident peak follows the live tensors; what the heap already holds free is returned too.
+// The trainer applies memory.host_allocator's policy once loading is over.
+void return_freed_blocks();
+
 }  // namespace frugal::memory

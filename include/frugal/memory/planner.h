@@ -1,4 +1,5 @@
-// `frugal plan CFG --gpus N --gpu-memory 80GiB`: predicted per-rank peak memory of every
+// `frugal plan CFG --gpus N --gpu-memory 80GiB` (or --nodes K --gpus-per-node G, which adds
+// hsdp within each node): predicted per-rank peak memory and bytes sent per step of every
 // strategy combination (precision x checkpointing x activation offload x chunked loss x
 // sharding x optimizer offload x optimizer x optimizer-in-backward x micro-batch), and those
 // that fit ranked by an estimate of time per sample.
@@ -83,6 +84,11 @@ struct PlanRow {
   bool in_backward = false;  // optim.in_backward
   int64_t micro_batch = 1;
   bool nvme = false;  // offload with the masters and the state on disk (offload.optimizer nvme)
+  // Modes replicated across groups (hsdp): ranks per shard group, one node's (0 otherwise);
+  // the peak divides what is sharded by it rather than by the world.
+  int shard_size = 0;
+  int64_t comm_bytes = 0;        // predicted bytes each rank sends per optimizer step
+  int64_t comm_across_bytes = 0; // of which between shard groups (hsdp: across nodes)
   int64_t peak_bytes = 0;        // predicted, per rank
   int64_t host_bytes = 0;        // predicted host memory the optimizer offload takes, per rank
   int64_t disk_bytes = 0;        // predicted state on disk (nvme rows), per rank
@@ -93,7 +99,9 @@ struct PlanRow {
 };
 
 struct PlanOptions {
-  int gpus = 1;
+  int gpus = 1;       // ranks in all (nodes x gpus_per_node when those are given)
+  int nodes = 1;      // several: modes replicated across groups (hsdp) are planned too, with
+  int gpus_per_node = 0;  // shard groups of one node's ranks
   int64_t gpu_memory = 80LL << 30;
   // The user's optimizer (optim.type) and micro-batch stay as the config has them unless these
   // ask to vary them too: a plan changes how a run fits, not what it trains.
