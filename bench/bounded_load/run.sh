@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Bounded loading at scale: a random Llama of SmolLM2-360M's shape (362M parameters, tied
-# embeddings of 49152 x 960) trained one step at world 2 under zero3 writes a sharded checkpoint; then, each in a
-# fresh job of 2 ranks, it is resumed under zero3 (each rank its own shard), resumed under hsdp
-# (read by parameter name), exported as a Hugging Face folder, and that folder loaded as
-# model.init_from under zero3. For each load the trainer's "loading:" line gives, on the rank
-# where it was highest, the host tensors' peak against what the rank keeps and the resident
-# memory above the process's start; the export's peak resident memory is measured against
-# `frugal --version`'s. Prints a markdown table (docs/reliability.md).
+# embeddings of 49152 x 960) trained one step at world 2 under zero3 writes a sharded
+# checkpoint; then, each in a fresh job of 2 ranks, it is resumed under zero3 (each rank its
+# own shard) and under hsdp (read by parameter name), exported as a Hugging Face folder, and
+# that folder loaded as model.init_from under zero3 and under hsdp. For each load the
+# trainer's "loading:" line gives, on the rank where it was highest, the host tensors' peak
+# against what the rank keeps and the resident memory above the process's start; the
+# export's peak resident memory is measured against `frugal --version`'s. Prints a markdown
+# table (docs/reliability.md).
 #   bash bench/bounded_load/run.sh [THREADS]      (about 6 GiB of disk, 12 GiB of memory)
 source "$(dirname "${BASH_SOURCE[0]}")/../setup.sh"
 frugal=build/bin/frugal
@@ -65,6 +66,9 @@ export_kib=$(tail -1 "$tmp/export.kib")
 sed "s|model: .*|model: {type: llama, init_from: '$tmp/hf'}|" "$cfg" >"$tmp/init.yaml"
 cfg=$tmp/init.yaml launch "$tmp/init.log" --set run.name=init --set train.save_final=false
 row "model.init_from (HF folder), under zero3" "$tmp/init.log"
+cfg=$tmp/init.yaml launch "$tmp/init-hsdp.log" --set run.name=init-hsdp --set train.save_final=false \
+  --set strategy.sharding.mode=hsdp --set strategy.sharding.shard_size=2
+row "model.init_from (HF folder), under hsdp" "$tmp/init-hsdp.log"
 model_bytes=$(du -b "$tmp/hf/"*.safetensors | awk '{s += $1} END {print s}')
 awk -v b="$base_kib" -v e="$export_kib" -v m="$model_bytes" -v l="$largest" 'BEGIN {
   printf "\n| export --format hf | model (GiB) | largest tensor (GiB) | peak resident (GiB) | above frugal --version (GiB) |\n|---|---|---|---|---|\n"

@@ -1,7 +1,8 @@
 // A Hugging Face folder under zero3 (model.init_from): each rank takes its slices of the
 // memory-mapped weights after setup and reads only them. Two ranks train the same first steps
-// as one process that loaded the whole folder: the losses agree, and rank 0 read about half
-// of the parameter elements.
+// as one process that loaded the whole folder: the losses agree, rank 0 read about half of the
+// parameter elements, and loading peaked within 1.1x what a rank keeps plus one unit (a
+// block's whole parameters, cut into shards one unit at a time).
 #include <catch2/catch.hpp>
 
 #include <regex>
@@ -71,4 +72,14 @@ TEST_CASE("zero3 ranks load their shards of a transformers folder and train as o
     ++ranks;
   }
   CHECK(ranks == 1);
+
+  // "loading: host tensors peaked at R x what a rank keeps (K MiB kept); ...", the most of
+  // either rank. The tiny Llama's block (its largest unit): 4 x 128^2 attention, 3 x 128 x 352
+  // MLP and two norms of 128, in fp32.
+  std::smatch m;
+  REQUIRE(std::regex_search(two.out, m, std::regex(R"(loading: host tensors peaked at ([0-9.]+)x what a rank keeps \(([0-9.]+) MiB kept\))")));
+  const double ratio = std::stod(m[1]), kept = std::stod(m[2]) * 1048576.0;
+  const double block = 4.0 * (4 * 128 * 128 + 3 * 128 * 352 + 2 * 128);
+  INFO(m[0]);
+  CHECK(ratio * kept <= 1.1 * kept + block);
 }

@@ -38,17 +38,28 @@ CommandResult train(int n, const std::filesystem::path& cfg, const std::string& 
                        " --set data.micro_batch_size=" + std::to_string(8 / n) + " " + extra);
 }
 
+// A scratch folder with zero_yaml in it; each run's step-3 checkpoint and final weights.
+struct ZeroRuns {
+  TempDir dir;
+  std::filesystem::path cfg = dir / "zero.yaml";
+  ZeroRuns() { write_text(cfg, zero_yaml(dir.path().string())); }
+  std::filesystem::path step3(const std::string& run) const {
+    return dir / run / "checkpoints" / "step_00000003";
+  }
+  std::map<std::string, at::Tensor> final_of(const std::string& run) const {
+    return exported_weights(dir / run, dir / (run + ".safetensors"));
+  }
+};
+
 }  // namespace
 
 TEST_CASE("sharded checkpoints resume exactly, reshard across world sizes and export whole",
           "[multiproc][dist][zero][checkpoint]") {
-  TempDir dir;
-  const auto cfg = dir / "zero.yaml";
-  write_text(cfg, zero_yaml(dir.path().string()));
-  auto step3 = [&](const std::string& run) { return dir / run / "checkpoints" / "step_00000003"; };
-  auto final_of = [&](const std::string& run) {
-    return exported_weights(dir / run, dir / (run + ".safetensors"));
-  };
+  const ZeroRuns runs;
+  const TempDir& dir = runs.dir;
+  const auto& cfg = runs.cfg;
+  auto step3 = [&](const std::string& run) { return runs.step3(run); };
+  auto final_of = [&](const std::string& run) { return runs.final_of(run); };
 
   // One scope per resume below (not SECTIONs, which would train the runs again for each).
   // Uninterrupted runs at 4, 2 and 1 ranks; each leaves a sharded checkpoint at step 3.
@@ -157,13 +168,10 @@ TEST_CASE("sharded checkpoints resume exactly, reshard across world sizes and ex
 
 TEST_CASE("hsdp checkpoints resume exactly with every rank's generators and across layouts",
           "[multiproc][dist][zero][hsdp][checkpoint]") {
-  TempDir dir;
-  const auto cfg = dir / "zero.yaml";
-  write_text(cfg, zero_yaml(dir.path().string()));
-  auto step3 = [&](const std::string& run) { return dir / run / "checkpoints" / "step_00000003"; };
-  auto final_of = [&](const std::string& run) {
-    return exported_weights(dir / run, dir / (run + ".safetensors"));
-  };
+  const ZeroRuns runs;
+  const auto& cfg = runs.cfg;
+  auto step3 = [&](const std::string& run) { return runs.step3(run); };
+  auto final_of = [&](const std::string& run) { return runs.final_of(run); };
   const std::string hsdp = "--set strategy.sharding.mode=hsdp --set strategy.sharding.shard_size=2";
   const std::string dropout = " --set model.dropout=0.1";
   auto run_ok = [&](int n, const std::string& name, const std::string& extra) {
