@@ -47,7 +47,8 @@ FlatParam FlatParam::build(std::string name, size_t group, std::vector<at::Tenso
   for (size_t i = 0; i < f.params.size(); ++i) {
     at::Tensor& p = f.params[i];
     at::Tensor view = f.full.narrow(0, f.offsets[i], p.numel()).view(p.sizes());
-    view.copy_(p.detach());
+    // A parameter without values yet (models/materialize.h) leaves zeros, loaded later.
+    if (has_storage(p) || p.numel() == 0) view.copy_(p.detach());
     // The parameter keeps its identity (module, autograd) and computes on the flat buffer.
     p.set_data(view);
   }

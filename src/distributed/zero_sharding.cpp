@@ -7,6 +7,7 @@
 #include <set>
 
 #include "frugal/io/module_state.h"
+#include "frugal/models/materialize.h"
 #include "frugal/optim/clip.h"
 #include "frugal/optim/param_state.h"
 #include "frugal/strategy/offload_stream.h"
@@ -107,7 +108,9 @@ void ZeroSharding::setup(const ShardingSetup& setup) {
                 "would not match the shards)");
   }
   torch::NoGradGuard no_grad;
-  broadcast_module(*comm_, setup.model);  // every rank starts from rank 0's values
+  // Every rank starts from rank 0's values; a model without values yet (built on the meta
+  // device for model.init_from) gets them in its shards after set-up.
+  if (has_values(setup.model)) broadcast_module(*comm_, setup.model);
   const std::vector<WrappedUnit> wrapped = plan_units(s, setup, cfg_, offload_params_);
   hook_gradients(state_);
   // zero3: whole parameters exist only around their unit's forward and backward.

@@ -1,5 +1,6 @@
 #include "frugal/models/materialize.h"
 
+#include <ATen/ATen.h>
 #include <fmt/format.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
@@ -43,6 +44,27 @@ void materialize_parameter(torch::nn::Module& owner, const std::string& name, at
   value.set_requires_grad(old->requires_grad());
   detail::ParameterTable::replace(owner, name, value);
   *member = value;
+}
+
+void materialize_without_values(torch::nn::Module& model, const c10::Device& device) {
+  for (const auto& item : model.named_modules("", /*include_self=*/true)) {
+    torch::nn::Module& owner = *item.value();
+    for (const auto& p : owner.named_parameters(/*recurse=*/false)) {
+      at::Tensor value = at::empty(p.value().sizes(), p.value().options().device(device));
+      // Its storage let go at once: the shape and dtype stay, the memory does not.
+      c10::StorageImpl* storage = value.storage().unsafeGetStorageImpl();
+      storage->set_data_ptr_noswap(at::DataPtr(nullptr, device));
+      storage->set_nbytes(0);
+      materialize_parameter(owner, p.key(), value);
+    }
+  }
+}
+
+bool has_values(const torch::nn::Module& model) {
+  for (const auto& p : model.parameters(/*recurse=*/true)) {
+    return p.numel() == 0 || p.storage().nbytes() > 0;
+  }
+  return true;
 }
 
 }  // namespace frugal

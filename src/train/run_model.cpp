@@ -27,7 +27,10 @@ std::shared_ptr<Model> build_run_model(const Config& cfg, const RunModelOptions&
   const bool from_folder = options.load_init_from && !cfg.model.init_from.empty();
   const QuantizedLayers quantized = quantized_layers(cfg.model);
   std::shared_ptr<Model> model;
-  if (from_folder && !quantized.targets.empty()) {
+  if (options.on_meta) {
+    memory::OnMetaDevice on_meta;
+    model = make_model(cfg.model);
+  } else if (from_folder && !quantized.targets.empty()) {
     // QLoRA from a folder: built on the meta device (no memory, no initialisation), then
     // loaded tensor by tensor with the NF4 layers quantized as they are read, so that the
     // full-precision base never exists on the host.

@@ -23,6 +23,7 @@
 #include "frugal/memory/cpu_tracking.h"
 #include "frugal/memory/host_allocator.h"
 #include "frugal/memory/stats.h"
+#include "frugal/models/materialize.h"
 #include "frugal/models/finetune.h"
 #include "frugal/models/lora.h"
 #include "frugal/models/registry.h"
@@ -293,7 +294,11 @@ struct Trainer::Impl {
     // adapters and frozen parameters on it, the adapters' starting values.
     RunModelOptions build_options;
     build_options.load_init_from = !weights_after_setup;
+    // Those ranks build the model's shapes alone: no whole model, no random values that the
+    // folder's would replace.
+    build_options.on_meta = weights_after_setup;
     model = build_run_model(cfg, build_options);
+    if (weights_after_setup) materialize_without_values(*model, device);
     if (!cfg.model.init_from.empty() && !weights_after_setup) {
       log::info(fmt::format("weights from {}", cfg.model.init_from));
     }

@@ -15,6 +15,9 @@ namespace frugal {
 struct RunModelOptions {
   bool load_init_from = true;     // model.init_from's weights (when set) before fine-tuning
   bool load_init_adapter = true;  // model.init_adapter's adapters (when set) after it
+  // Built on the meta device: shapes only, no memory, no initialisation (the caller gives the
+  // parameters their tensors: materialize_without_values, then a sharding's load).
+  bool on_meta = false;
 };
 
 // On the CPU. A model too large for memory is a frugal::Error in the config's terms.
