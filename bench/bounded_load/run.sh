@@ -5,7 +5,7 @@
 # own shard) and under hsdp (read by parameter name), exported as a Hugging Face folder, and
 # that folder loaded as model.init_from under zero3 and under hsdp. For each load the
 # trainer's "loading:" line gives, on the rank where it was highest, the host tensors' peak
-# against what the rank keeps and the resident memory above the process's start; the
+# against what the rank keeps and the resident memory above the run's start; the
 # export's peak resident memory is measured against `frugal --version`'s. Prints a markdown
 # table (docs/reliability.md).
 #   bash bench/bounded_load/run.sh [THREADS]      (about 6 GiB of disk, 12 GiB of memory)

@@ -166,7 +166,7 @@ struct Trainer::Impl {
         device.is_cpu() ? fmt::format("host tensors peaked at {:.2f}x what a rank keeps ({} kept); ",
                                       ratio, memory::format_bytes(static_cast<int64_t>(kept)))
                         : std::string();
-    log::info(fmt::format("loading: {}resident memory at most {} above the process's start",
+    log::info(fmt::format("loading: {}resident memory at most {} above the run's start",
                           tensors, memory::format_bytes(static_cast<int64_t>(above))));
   }
 
@@ -251,6 +251,10 @@ struct Trainer::Impl {
     // Loading first returns what it frees (report_load_memory applies memory.host_allocator).
     if (cfg.memory.host_allocator != "system") memory::return_freed_blocks();
     memory::install_cpu_tracking();
+    // The peaks from here: what this run's loading takes (report_load_memory), whatever ran
+    // before in the process.
+    memory::reset_peaks(c10::Device(c10::kCPU));
+    memory::reset_host_peak();
     rss_at_start = memory::host_memory().rss_bytes;
     memory::set_cpu_budget(cfg.memory.budget);
     // Tagged before joining: a rendezvous that fails names the rank too.

@@ -46,5 +46,7 @@ struct HostMemory {
 };
 // From /proc/self/status (VmRSS, VmHWM).
 HostMemory host_memory();
+// Restarts the high-water mark (rss_peak_bytes) from the current resident memory.
+void reset_host_peak();
 
 }  // namespace frugal::memory
