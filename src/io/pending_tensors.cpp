@@ -27,7 +27,7 @@ PendingTensors pending(const NamedTensors& named) {
   out.reserve(named.size());
   for (const auto& [name, t] : named) {
     detail::check_savable(t, name);
-    out.push_back({name, t.sizes().vec(), t.scalar_type(), [t] { return t; }});
+    out.push_back({name, t.sizes().vec(), t.scalar_type(), [value = t] { return value; }});
   }
   return out;
 }
