@@ -17,8 +17,9 @@ if(FRUGAL_FUZZ)
     message(FATAL_ERROR "FRUGAL_FUZZ brings its own sanitizers (address,undefined)")
   endif()
   set(FRUGAL_SANITIZE "address,undefined")
-  # Coverage for the fuzzers' guidance in every frugal object; the fuzz targets add the
-  # libFuzzer driver itself when they link (-fsanitize=fuzzer, fuzz/CMakeLists.txt).
+  # Coverage for the fuzzers' guidance in every frugal object the fuzz targets read files with
+  # (src/CMakeLists.txt compiles the rest without it: frugal_uninstrumented); the fuzz targets
+  # add the libFuzzer driver itself when they link (-fsanitize=fuzzer, fuzz/CMakeLists.txt).
   add_compile_options(-fsanitize=fuzzer-no-link)
 endif()
 
@@ -42,3 +43,17 @@ if(FRUGAL_SANITIZE)
   add_link_options(-fsanitize=${FRUGAL_SANITIZE})
   message(STATUS "frugal: sanitizers ${FRUGAL_SANITIZE}")
 endif()
+
+# frugal_uninstrumented(TARGET): TARGET's own code compiled at -O0 without the sanitizers and
+# the fuzzers' coverage (the fuzz build's code that no fuzz target reaches: instrumenting and
+# optimizing it was most of that build's time, and found nothing a target could run into).
+# Objects with and without the sanitizers link together; the runtimes come with the link.
+function(frugal_uninstrumented target)
+  get_target_property(options ${target} COMPILE_OPTIONS)
+  if(NOT options)
+    set(options "")
+  endif()
+  list(REMOVE_ITEM options ${_frugal_sanitize_flags} -fsanitize=fuzzer-no-link)
+  list(APPEND options -O0)
+  set_property(TARGET ${target} PROPERTY COMPILE_OPTIONS ${options})
+endfunction()

@@ -35,6 +35,11 @@ function(frugal_torch_pch target)
   if(NOT FRUGAL_USE_PCH)
     return()
   endif()
+  # clang writes the header's time into it, and ccache then never reuses what was compiled
+  # with it (the fuzz build's clang).
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    target_compile_options(${target} PRIVATE -Xclang -fno-pch-timestamp)
+  endif()
   get_target_property(type ${target} TYPE)
   if(type STREQUAL "EXECUTABLE" AND NOT target STREQUAL "frugal_cli" AND TARGET frugal_cli)
     target_precompile_headers(${target} REUSE_FROM frugal_cli)

@@ -28,14 +28,17 @@ FRUGAL_FUZZ_DEPS=1 FRUGAL_BUILD_TARGET=none bash tools/bootstrap.sh  # packages,
 # library's large unity batches the bulk of this build's time (-O3: 120-330 s a batch here),
 # while a fuzz run is bounded by its input count, not by its speed. -O1 is what libFuzzer's
 # documentation builds with.
+# The library's code that no fuzz target reaches is compiled at -O0 without instrumentation
+# (src/CMakeLists.txt, frugal_uninstrumented), and both halves use a precompiled torch header:
+# from an empty ccache, 401 s -> 236 s here.
 opt_flags="-O1 -DNDEBUG"
 if [ ! -f build-fuzz/build.ninja ] ||
-  ! grep -qx "CMAKE_CXX_FLAGS_RELEASE:STRING=$opt_flags" build-fuzz/CMakeCache.txt; then
+  ! grep -qx "CMAKE_CXX_FLAGS_RELEASE:STRING=$opt_flags" build-fuzz/CMakeCache.txt ||
+  ! grep -qx "FRUGAL_USE_PCH:BOOL=ON" build-fuzz/CMakeCache.txt; then
   torch_prefix=$(.venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)')
-  # No precompiled headers: ccache caches clang's compilations only without them.
   cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$clangxx" \
     -DCMAKE_CXX_FLAGS_RELEASE="$opt_flags" \
-    -DFRUGAL_FUZZ=ON -DFRUGAL_BUILD_TESTS=OFF -DFRUGAL_BUILD_BENCH=OFF -DFRUGAL_USE_PCH=OFF \
+    -DFRUGAL_FUZZ=ON -DFRUGAL_BUILD_TESTS=OFF -DFRUGAL_BUILD_BENCH=OFF -DFRUGAL_USE_PCH=ON \
     -DCMAKE_PREFIX_PATH="$torch_prefix" -DTORCH_CUDA_ARCH_LIST=9.0 >build-fuzz-configure.log 2>&1 ||
     { cat build-fuzz-configure.log; exit 1; }
   rm -f build-fuzz-configure.log
