@@ -187,7 +187,10 @@ TEST_CASE("the GPU bundle runs relocated, with torch from another venv",
   {
     const fs::path out = dir / "gpu-out";
     const auto [rows, summary] =
-        dry_run(out, "FRUGAL_GPU_RUN_TIMEOUT=30 FRUGAL_GPU_INJECT='hang=acc4 fail=drop-none'", "");
+        dry_run(out,
+                "FRUGAL_GPU_RUN_TIMEOUT=30 FRUGAL_GPU_HANG_LIMIT=3 "
+                "FRUGAL_GPU_INJECT='hang=acc4 fail=drop-none'",
+                "");
     for (const auto& [title, result] : rows) {
       INFO(title << ": " << result);
       if (title == "accumulation 4 (micro-batch 4)") {
@@ -211,7 +214,7 @@ TEST_CASE("the GPU bundle runs relocated, with torch from another venv",
     CHECK(files == std::set<std::string>{"check.log", "logs.tar.gz", "summary.md"});
     auto listing = must("tar -tzf " + test::quote((out / "logs.tar.gz").string()));
     CHECK_THAT(listing.out, Catch::Contains("logs/acc4.log"));
-    CHECK_THAT(test::read_text(out / "check.log"), Catch::Contains("acc4: stopped after 30 s (limit)"));
+    CHECK_THAT(test::read_text(out / "check.log"), Catch::Contains("acc4: stopped after 3 s (limit)"));
   }
   {
     const auto [rows, summary] =

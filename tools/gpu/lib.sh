@@ -19,8 +19,10 @@ say() { printf '[gpu-check %4ss] %s\n' "$(($(date +%s) - t0))" "$*"; }
 left_s() { echo $((t0 + deadline_s - $(date +%s))); }
 
 # --- Faults injected by name (FRUGAL_GPU_INJECT="hang=NAME fail=NAME nojson=NAME ..."): the
-#     named run hangs (and is stopped by its limit), fails at once, or (a benchmark's Python
-#     run) writes no JSON. Only for the dry runs that show a fault still yields a whole summary.
+#     named run hangs (and is stopped by its limit: FRUGAL_GPU_HANG_LIMIT seconds when set, so
+#     that a dry run need not wait a healthy run's limit), fails at once, or (a benchmark's
+#     Python run) writes no JSON. Only for the dry runs that show a fault still yields a whole
+#     summary.
 injected() {  # injected KIND NAME: true when FRUGAL_GPU_INJECT asks for it
   local item
   for item in ${FRUGAL_GPU_INJECT:-}; do
@@ -47,7 +49,12 @@ run_named() {
   fi
   [ "$avail" -lt "$t" ] && t=$avail
   local cmd=("$@")
-  if injected hang "$name"; then cmd=(sleep 100000); fi
+  if injected hang "$name"; then
+    cmd=(sleep 100000)
+    if [ -n "${FRUGAL_GPU_HANG_LIMIT:-}" ] && [ "$FRUGAL_GPU_HANG_LIMIT" -lt "$t" ]; then
+      t=$FRUGAL_GPU_HANG_LIMIT limit=$FRUGAL_GPU_HANG_LIMIT
+    fi
+  fi
   if injected fail "$name"; then cmd=(sh -c 'echo "injected failure (FRUGAL_GPU_INJECT)" >&2; exit 1'); fi
   echo "[gpu-check] $(date -u +%H:%M:%S) limit ${t} s: ${cmd[*]}" >>"$logs/$name.log"
   # (timeout runs CMD in a process group of its own and stops the whole group: a launcher's
