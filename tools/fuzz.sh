@@ -46,6 +46,8 @@ fi
 start=$(date +%s)
 cmake --build build-fuzz --parallel "$(nproc)" --target frugal_fuzz_targets
 echo "fuzz: build took $(($(date +%s) - start)) s"
+# FRUGAL_FUZZ_BUILD_ONLY=1: the build alone (tools/test.sh builds it beside the tests).
+[ "${FRUGAL_FUZZ_BUILD_ONLY:-0}" = 1 ] && exit 0
 
 source tools/sanitizers/env.sh  # ASAN_OPTIONS, UBSAN_OPTIONS (and why)
 found=0

@@ -6,6 +6,25 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+# The whole suite (no ctest arguments) also fuzzes each reader briefly: tools/fuzz.sh with
+# FRUGAL_FUZZ_RUNS inputs per target from a fixed seed (default 400, a few seconds each; 0
+# skips it), in its own clang build (build-fuzz/). A fixed count and seed, not a time: how far
+# it gets does not depend on the machine's speed.
+fuzz_runs="${FRUGAL_FUZZ_RUNS:-400}"
+fuzz=0
+if [ $# -eq 0 ] && [ "$fuzz_runs" != 0 ]; then fuzz=1; fi
+# Packages and the venv first, the fuzz build's among them (apt and pip, one at a time).
+FRUGAL_TEST_DEPS=1 FRUGAL_FUZZ_DEPS=$fuzz FRUGAL_BUILD_TARGET=none bash tools/bootstrap.sh
+# The fuzz build compiles beside the test build and the tests, at nice 19: it takes the CPU
+# they leave idle (links, tests waiting on a timeout or on another rank) and, once they are
+# done, all of it; they barely notice it. Its own process group, stopped if this script stops.
+fuzz_pid=""
+if [ $fuzz = 1 ]; then
+  mkdir -p build-fuzz
+  FRUGAL_FUZZ_BUILD_ONLY=1 setsid nice -n 19 bash tools/fuzz.sh 1 >build-fuzz/build.log 2>&1 &
+  fuzz_pid=$!
+  trap '[ -n "$fuzz_pid" ] && kill -- -"$fuzz_pid" 2>/dev/null' EXIT
+fi
 FRUGAL_TEST_DEPS=1 bash tools/bootstrap.sh
 cd build
 rc=0
@@ -14,13 +33,19 @@ log=Testing/Temporary/LastTest.log
 if [ -f "$log" ]; then
   grep '^SKIPPED: ' "$log" | sort | uniq -c | sed 's/^ *\([0-9]*\) SKIPPED: /skipped: \1 test(s): /' || true
 fi
-# The whole suite (no ctest arguments) also fuzzes each reader briefly: tools/fuzz.sh with
-# FRUGAL_FUZZ_RUNS inputs per target from a fixed seed (default 400, a few seconds each; 0
-# skips it), in its own clang build (build-fuzz/). A fixed count and seed, not a time: how far
-# it gets does not depend on the machine's speed.
-fuzz_runs="${FRUGAL_FUZZ_RUNS:-400}"
-if [ $# -eq 0 ] && [ "$fuzz_runs" != 0 ]; then
+if [ $fuzz = 1 ]; then
   cd "$root"
-  FRUGAL_FUZZ_RUNS="$fuzz_runs" bash tools/fuzz.sh 1 || rc=1
+  fuzz_rc=0
+  wait "$fuzz_pid" || fuzz_rc=$?
+  fuzz_pid=""
+  if [ $fuzz_rc != 0 ]; then
+    tail -n 60 build-fuzz/build.log
+    echo "tools/test.sh: the fuzz build failed (exit $fuzz_rc; build-fuzz/build.log)" >&2
+    rc=1
+  else
+    grep '^fuzz: build took' build-fuzz/build.log || true
+    # (the build is up to date: this runs the targets)
+    FRUGAL_FUZZ_RUNS="$fuzz_runs" bash tools/fuzz.sh 1 || rc=1
+  fi
 fi
 exit $rc
