@@ -17,12 +17,16 @@ if [ $# -eq 0 ] && [ "$fuzz_runs" != 0 ]; then fuzz=1; fi
 FRUGAL_TEST_DEPS=1 FRUGAL_FUZZ_DEPS=$fuzz FRUGAL_BUILD_TARGET=none bash tools/bootstrap.sh
 # The fuzz build compiles beside the test build and the tests, at nice 19: it takes the CPU
 # they leave idle (links, tests waiting on a timeout or on another rank) and, once they are
-# done, all of it; they barely notice it. Its own process group, stopped if this script stops.
+# done, all of it. In a process group of its own (set -m), stopped if this script stops, but in
+# this script's session: a new session (setsid) is a new scheduler autogroup, which Linux gives
+# an equal share of the CPU whatever its nice value.
 fuzz_pid=""
 if [ $fuzz = 1 ]; then
   mkdir -p build-fuzz
-  FRUGAL_FUZZ_BUILD_ONLY=1 setsid nice -n 19 bash tools/fuzz.sh 1 >build-fuzz/build.log 2>&1 &
+  set -m
+  FRUGAL_FUZZ_BUILD_ONLY=1 nice -n 19 bash tools/fuzz.sh 1 >build-fuzz/build.log 2>&1 &
   fuzz_pid=$!
+  set +m
   trap '[ -n "$fuzz_pid" ] && kill -- -"$fuzz_pid" 2>/dev/null' EXIT
 fi
 FRUGAL_TEST_DEPS=1 bash tools/bootstrap.sh
