@@ -44,11 +44,12 @@ if(FRUGAL_SANITIZE)
   message(STATUS "frugal: sanitizers ${FRUGAL_SANITIZE}")
 endif()
 
-# frugal_uninstrumented(TARGET): TARGET's own code compiled at -O0 without the sanitizers and
-# the fuzzers' coverage (the fuzz build's code that no fuzz target reaches: instrumenting and
-# optimizing it was most of that build's time, and found nothing a target could run into).
+# frugal_compile_uninstrumented(TARGET): TARGET's own code compiled at -O0 without the
+# sanitizers and the fuzzers' coverage (the fuzz build's code that no fuzz target reaches:
+# instrumenting and optimizing it was most of that build's time, and found nothing a target
+# could run into).
 # Objects with and without the sanitizers link together; the runtimes come with the link.
-function(frugal_uninstrumented target)
+function(frugal_compile_uninstrumented target)
   get_target_property(options ${target} COMPILE_OPTIONS)
   if(NOT options)
     set(options "")
