@@ -7,7 +7,7 @@
 #                                 offload pipeline's host thread, the launcher's supervision
 #   bash tools/sanitize.sh        both
 #   bash tools/sanitize.sh asan '[integration]'   other test cases (a Catch2 test spec)
-# Each case runs in its own process, as under CTest. Run-time options and suppressions:
+# Each case runs in its own process. Run-time options and suppressions:
 # tools/sanitizers/ (each says why).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -50,7 +50,7 @@ for kind in "${kinds[@]}"; do
   cmake --build "$dir" --parallel "$(nproc)" --target frugal_tests
   built=$(date +%s)
   echo "sanitize: $kind: build took $((built - start)) s; running '$spec'"
-  # Each case in its own process, as CTest runs them: a case that changes process-wide state
+  # Each case in its own process: a case that changes process-wide state
   # (a registry, malloc's settings) cannot fail another, and a sanitizer's report, which ends
   # its process, stops only its own case. Names are escaped for Catch's test spec.
   : >"$dir/sanitize.log"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set everything up (tools/bootstrap.sh) and run the whole test suite through CTest.
-# Extra arguments go to ctest (e.g. -R checkpoint, -L python).
+# Extra arguments go to ctest (e.g. -R checkpoint, -L unit; one CTest test per test file).
 # Cases that need what this machine lacks (a CUDA device) are reported as skipped, not passed
 # (tests/support/skip.h); their count and reasons follow CTest's closing lines.
 set -euo pipefail
@@ -35,7 +35,7 @@ rc=0
 ctest --output-on-failure --timeout 900 -j "$(nproc)" "$@" || rc=$?
 log=Testing/Temporary/LastTest.log
 if [ -f "$log" ]; then
-  grep '^SKIPPED: ' "$log" | sort | uniq -c | sed 's/^ *\([0-9]*\) SKIPPED: /skipped: \1 test(s): /' || true
+  grep '^SKIPPED: ' "$log" | sort | uniq -c | sed 's/^ *\([0-9]*\) SKIPPED: /skipped: \1 case(s): /' || true
 fi
 if [ $fuzz = 1 ]; then
   cd "$root"

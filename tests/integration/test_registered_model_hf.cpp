@@ -1,7 +1,8 @@
 // A model type registered from user code with a Hugging Face mapping (ModelSpec::hf) reads and
 // writes folders through it as the built-in llama does through its own: config.json by its
 // model_type (model.init_from), the config.json and tensor names an export writes, and PEFT's
-// names. A type without a mapping is refused by name. (Each CTest case runs in its own process.)
+// names. A type without a mapping is refused by name. (Registrations last for the process, which
+// the file's other cases share: each case registers names of its own.)
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 

@@ -1,7 +1,8 @@
 // A sharding mode, a precision, an optimizer and a schedule registered from user code are
 // treated by what they are (their traits, their spec), not by their names: validation, the
 // trainer, the non-finite guard, the planner and the out-of-memory advice each handle them
-// like the built-in one they resemble. (Each CTest case runs in its own process.)
+// like the built-in one they resemble. (Registrations last for the process, which the file's
+// other cases share: each case registers names of its own.)
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 #include <torch/optim/sgd.h>

@@ -81,8 +81,6 @@ std::pair<test::CommandResult, double> skipping_job(const fs::path& dir, const s
 
 }  // namespace
 
-// (No ';' in the name: CTest's test list would cut it there, and the cut name matches no
-// case, which Catch2 reports as a pass.)
 TEST_CASE("a rank that skips a collective: the job fails with every rank's record and a verdict, "
           "and distributed.debug names both sides at once",
           "[multiproc][distributed][reliability]") {

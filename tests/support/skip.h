@@ -1,8 +1,8 @@
 // Tests that need what this machine lacks (a CUDA device) are reported as skipped, not passed.
-// Such a test calls skip(why) and returns. When every test case that one run of the binary ran
-// was skipped (CTest runs one case per process), the binary exits with kSkipExitCode, which
-// tests/CMakeLists.txt gives CTest as SKIP_RETURN_CODE; the reason goes to stdout as a line
-// "SKIPPED: why", which tools/test.sh counts under the suite's closing lines.
+// Such a test calls skip(why) and returns; the reason goes to stdout as a line "SKIPPED: why",
+// which tools/test.sh counts under the suite's closing lines. When every test case that one run
+// of the binary ran was skipped (CTest runs one test file's cases per process), the binary
+// exits with kSkipExitCode, which tests/CMakeLists.txt gives CTest as SKIP_RETURN_CODE.
 #pragma once
 
 #include <string>

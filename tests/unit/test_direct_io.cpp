@@ -147,7 +147,7 @@ TEST_CASE("doctor --disk measures a folder's direct-I/O bandwidth and leaves not
 TEST_CASE("direct I/O on a filesystem without O_DIRECT falls back and a full disk is one error",
           "[unit][io][bad_input]") {
   test::TempDir dir("frugal-direct-io-faults");
-  // (test hooks in src/io/direct_io.cpp; each CTest case runs in its own process)
+  // (test hooks in src/io/direct_io.cpp; unset below: the file's other cases share the process)
   ::setenv("FRUGAL_FAULT_NO_ODIRECT", "1", 1);
   {
     DirectFile cached(dir / "cached.bin", DirectFile::Mode::write);

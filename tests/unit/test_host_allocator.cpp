@@ -1,6 +1,6 @@
 // memory.host_allocator: `tuned` keeps activation-sized blocks in glibc's heap for reuse
-// instead of an mmap / munmap per allocation. (Each CTest case is its own process, so the
-// malloc settings of one case do not reach another.)
+// instead of an mmap / munmap per allocation. Each measurement runs in a process of its own
+// (support/fresh_process.h): malloc's settings are the whole process's.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -13,10 +13,11 @@
 
 #include "frugal/memory/host_allocator.h"
 #include "frugal/util/error.h"
+#include "support/fresh_process.h"
 
 #if defined(FRUGAL_TEST_GLIBC_MALLOC)
-namespace {
-// Bytes glibc currently holds in mmapped blocks after allocating (and touching) 8 MiB.
+namespace test_host_allocator {
+// Bytes glibc holds in mmapped blocks while 8 MiB are allocated (and touched).
 size_t mmapped_while_holding_8mib() {
   void* p = std::malloc(8 << 20);
   static_cast<volatile char*>(p)[0] = 1;
@@ -24,17 +25,19 @@ size_t mmapped_while_holding_8mib() {
   std::free(p);
   return held;
 }
-}  // namespace
+}  // namespace test_host_allocator
 
 TEST_CASE("the tuned host allocator serves 8 MiB blocks from the heap", "[unit][memory]") {
+  if (!frugal::test::in_fresh_process()) return;
   frugal::memory::tune_host_allocator("tuned");
-  CHECK(mmapped_while_holding_8mib() < (8u << 20));
+  CHECK(test_host_allocator::mmapped_while_holding_8mib() < (8u << 20));
 }
 
 TEST_CASE("the system host allocator leaves glibc's mmap of large blocks", "[unit][memory]") {
+  if (!frugal::test::in_fresh_process()) return;
   frugal::memory::tune_host_allocator("system");
   // A fresh process: glibc's first threshold is 128 KiB, so 8 MiB comes from mmap.
-  CHECK(mmapped_while_holding_8mib() >= (8u << 20));
+  CHECK(test_host_allocator::mmapped_while_holding_8mib() >= (8u << 20));
 }
 #endif
 

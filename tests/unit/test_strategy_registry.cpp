@@ -1,6 +1,6 @@
 // User code registers its own strategies by name; YAML and the engine then accept them like
-// the built-in ones. (Each CTest case runs in its own process, so registrations here do not
-// leak into other tests' expected error messages.)
+// the built-in ones. (Registrations last for the process, which only this file's cases share:
+// each case registers names of its own.)
 #include <ATen/ATen.h>
 
 #include <algorithm>
