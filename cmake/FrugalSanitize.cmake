@@ -8,6 +8,8 @@
 set(FRUGAL_SANITIZE "" CACHE STRING
     "Compile with these sanitizers (address,undefined or thread); empty: none")
 option(FRUGAL_FUZZ "Build the libFuzzer targets (clang only) with ASan + UBSan" OFF)
+set(FRUGAL_FUZZ_UNFUZZED_ARCHIVE "" CACHE FILEPATH
+    "With FRUGAL_FUZZ: the normal build's libfrugal_unfuzzed.a (the library's code no fuzz target reaches)")
 
 if(FRUGAL_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
@@ -18,7 +20,7 @@ if(FRUGAL_FUZZ)
   endif()
   set(FRUGAL_SANITIZE "address,undefined")
   # Coverage for the fuzzers' guidance in every frugal object the fuzz targets read files with
-  # (src/CMakeLists.txt compiles the rest without it: frugal_uninstrumented); the fuzz targets
+  # (the fuzz build compiles only those: src/CMakeLists.txt, frugal_unfuzzed); the fuzz targets
   # add the libFuzzer driver itself when they link (-fsanitize=fuzzer, fuzz/CMakeLists.txt).
   add_compile_options(-fsanitize=fuzzer-no-link)
 endif()
@@ -43,18 +45,3 @@ if(FRUGAL_SANITIZE)
   add_link_options(-fsanitize=${FRUGAL_SANITIZE})
   message(STATUS "frugal: sanitizers ${FRUGAL_SANITIZE}")
 endif()
-
-# frugal_compile_uninstrumented(TARGET): TARGET's own code compiled at -O0 without the
-# sanitizers and the fuzzers' coverage (the fuzz build's code that no fuzz target reaches:
-# instrumenting and optimizing it was most of that build's time, and found nothing a target
-# could run into).
-# Objects with and without the sanitizers link together; the runtimes come with the link.
-function(frugal_compile_uninstrumented target)
-  get_target_property(options ${target} COMPILE_OPTIONS)
-  if(NOT options)
-    set(options "")
-  endif()
-  list(REMOVE_ITEM options ${_frugal_sanitize_flags} -fsanitize=fuzzer-no-link)
-  list(APPEND options -O0)
-  set_property(TARGET ${target} PROPERTY COMPILE_OPTIONS ${options})
-endfunction()

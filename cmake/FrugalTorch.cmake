@@ -31,8 +31,14 @@ endif()
 # one (the CLI's, which the quickstart builds: the tests then compile without building theirs);
 # the library keeps its own, since GCC does not use a header precompiled with the library's
 # -fPIC in the executables' -fPIE compilations.
+# frugal_torch_pch(TARGET [REUSE_FROM OTHER]): OTHER's precompiled header (compiled with the
+# same flags) instead of one of TARGET's own.
 function(frugal_torch_pch target)
   if(NOT FRUGAL_USE_PCH)
+    return()
+  endif()
+  if(ARGC EQUAL 3 AND ARGV1 STREQUAL "REUSE_FROM")
+    target_precompile_headers(${target} REUSE_FROM ${ARGV2})
     return()
   endif()
   # clang writes the header's time into it, and ccache then never reuses what was compiled

@@ -13,8 +13,12 @@ cd "$root"
 fuzz_runs="${FRUGAL_FUZZ_RUNS:-400}"
 fuzz=0
 if [ $# -eq 0 ] && [ "$fuzz_runs" != 0 ]; then fuzz=1; fi
-# Packages and the venv first, the fuzz build's among them (apt and pip, one at a time).
-FRUGAL_TEST_DEPS=1 FRUGAL_FUZZ_DEPS=$fuzz FRUGAL_BUILD_TARGET=none bash tools/bootstrap.sh
+# Packages and the venv first, the fuzz build's among them (apt and pip, one at a time), and
+# what the fuzz build takes from build/ (the library's code no fuzz target reaches, as an
+# archive: tools/fuzz.sh), before the fuzz build starts beside the test build.
+first_target=none
+[ $fuzz = 1 ] && first_target=frugal_unfuzzed_archive
+FRUGAL_TEST_DEPS=1 FRUGAL_FUZZ_DEPS=$fuzz FRUGAL_BUILD_TARGET=$first_target bash tools/bootstrap.sh
 # The fuzz build compiles beside the test build and the tests, at nice 19: it takes the CPU
 # they leave idle (links, tests waiting on a timeout or on another rank) and, once they are
 # done, all of it. In a process group of its own (set -m), stopped if this script stops, but in
@@ -24,7 +28,8 @@ fuzz_pid=""
 if [ $fuzz = 1 ]; then
   mkdir -p build-fuzz
   set -m
-  FRUGAL_FUZZ_BUILD_ONLY=1 nice -n 19 bash tools/fuzz.sh 1 >build-fuzz/build.log 2>&1 &
+  FRUGAL_FUZZ_ARCHIVE_BUILT=1 FRUGAL_FUZZ_BUILD_ONLY=1 nice -n 19 bash tools/fuzz.sh 1 \
+    >build-fuzz/build.log 2>&1 &
   fuzz_pid=$!
   set +m
   trap '[ -n "$fuzz_pid" ] && kill -- -"$fuzz_pid" 2>/dev/null' EXIT
@@ -49,7 +54,7 @@ if [ $fuzz = 1 ]; then
   else
     grep '^fuzz: build took' build-fuzz/build.log || true
     # (the build is up to date: this runs the targets)
-    FRUGAL_FUZZ_RUNS="$fuzz_runs" bash tools/fuzz.sh 1 || rc=1
+    FRUGAL_FUZZ_ARCHIVE_BUILT=1 FRUGAL_FUZZ_RUNS="$fuzz_runs" bash tools/fuzz.sh 1 || rc=1
   fi
 fi
 exit $rc
