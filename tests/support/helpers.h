@@ -34,7 +34,8 @@ CommandResult run_command(const std::string& command_line, int timeout_s = 600);
 // FRUGAL_TEST_SOURCE_DIR and FRUGAL_TEST_PYTHON, for a relocated bundle).
 std::filesystem::path binary_dir();
 std::string frugal_binary();   // build/bin/frugal
-std::string python();          // the venv's python (with torch and safetensors)
+std::string python();          // the venv's python (with torch and safetensors), as the client of the
+                                // preloaded server (tests/python/preloaded_python.py)
 std::filesystem::path source_dir();
 std::string quote(const std::string& s);  // single-quoted for /bin/sh
 
