@@ -29,14 +29,19 @@ struct Seen {
   int exit_code = -1;
 };
 
+// The client, as build/tests/python/python runs it, for a server of the test's own.
+std::string client(const std::string& real_python, const std::string& server) {
+  return test::quote(real_python) + " -I -S " +
+         test::quote((test::source_dir() / "tests/python/preloaded_python.py").string()) +
+         " run " + test::quote(server) + " " + test::quote(real_python);
+}
+
 Seen run_through(const std::string& real_python, const std::string& server, const fs::path& dir,
                  const fs::path& script) {
-  const std::string client = test::quote(real_python) + " -I -S " +
-                             test::quote((test::source_dir() / "tests/python/preloaded_python.py").string()) +
-                             " run " + test::quote(server) + " " + test::quote(real_python);
   auto r = test::run_command("cd " + test::quote(dir.string()) +
-                             " && printf 'from stdin' | FRUGAL_PRELOAD_TEST=seen " + client + " " +
-                             test::quote(script.string()) + " one 'two words'",
+                             " && printf 'from stdin' | FRUGAL_PRELOAD_TEST=seen " +
+                             client(real_python, server) + " " + test::quote(script.string()) +
+                             " one 'two words'",
                              60);
   INFO(r.out << r.err);
   Seen seen;
@@ -106,10 +111,8 @@ TEST_CASE("preloaded python: scripts run in a fork with the caller's arguments, 
   test::write_text(sleeper, "import os, time\nopen('" + pid_file.string() +
                                 "', 'w').write(str(os.getpid()))\ntime.sleep(120)\n");
   auto caller = test::run_command(
-      "cd " + test::quote(dir.path().string()) + " && (" + test::quote(python) + " -I -S " +
-      test::quote((test::source_dir() / "tests/python/preloaded_python.py").string()) + " run " +
-      test::quote(server) + " " + test::quote(python) + " " + test::quote(sleeper.string()) +
-      " & echo $! > caller.pid; wait) >/dev/null 2>&1 &");
+      "cd " + test::quote(dir.path().string()) + " && (" + client(python, server) + " " +
+      test::quote(sleeper.string()) + " & echo $! > caller.pid; wait) >/dev/null 2>&1 &");
   REQUIRE(caller.exit_code == 0);
   int sleeper_pid = 0;
   for (int i = 0; i < 200 && sleeper_pid == 0; ++i) {

@@ -25,6 +25,7 @@ import os
 import socket
 import struct
 import sys
+import time
 
 IDLE_SECONDS = 900  # the server ends by itself when nobody called it for this long
 
@@ -194,12 +195,11 @@ def start(name, log):
     os.dup2(out, 1)
     os.dup2(out, 2)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    for attempt in range(50):  # the stopped server may still hold the name for a moment
+    for _ in range(50):  # the stopped server may still hold the name for a moment
         try:
             listener.bind(address(name))
             break
         except OSError:
-            import time
             time.sleep(0.1)
     else:
         print("preloaded python: %s is taken" % name, flush=True)
