@@ -10,6 +10,10 @@ install(TARGETS frugal frugal_torch EXPORT frugalTargets
 install(TARGETS frugal_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # TensorBoard's event encoding, which libfrugal loads from its own folder (dlopen).
 install(TARGETS frugal_tensorboard_events LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# ... and the CUDA runtime, loaded where the machine has an NVIDIA driver (docs/gpu.md).
+if(TARGET frugal_cuda)
+  install(TARGETS frugal_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 install(DIRECTORY include/frugal DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT frugalTargets NAMESPACE frugal:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/frugal)
 

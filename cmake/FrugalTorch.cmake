@@ -12,9 +12,16 @@ find_package(Torch REQUIRED)
 separate_arguments(FRUGAL_TORCH_CXX_FLAGS UNIX_COMMAND "${TORCH_CXX_FLAGS}")
 
 # One interface target for torch, so consumers (the library, tests, examples) agree on flags.
+# torch's CPU library only: torch's CUDA libraries are loaded at run time, where the machine has
+# an NVIDIA driver, with libfrugal_cuda.so (src/cuda/cuda_runtime.h; ~0.17 s of every process's
+# start-up without them).
 if(NOT TARGET frugal_torch)
   add_library(frugal_torch INTERFACE)
-  target_link_libraries(frugal_torch INTERFACE torch)
+  target_link_libraries(frugal_torch INTERFACE torch_cpu_library)
+  # (torch's include folders, as the `torch` target of the consumer's find_package(Torch) has
+  # them: no path of the building machine in the exported target)
+  target_include_directories(frugal_torch INTERFACE
+    $<TARGET_PROPERTY:torch,INTERFACE_INCLUDE_DIRECTORIES>)
   target_compile_options(frugal_torch INTERFACE ${FRUGAL_TORCH_CXX_FLAGS})
   # torch ships its own fmt (v12) in its include folder, ahead of Debian's fmt 9 that spdlog
   # is built against: frugal formats with torch's fmt, header-only (c10 does not export fmt),

@@ -5,6 +5,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <fmt/format.h>
 
+#include "cuda/cuda_runtime.h"
 #include "frugal/util/error.h"
 
 namespace frugal {
@@ -26,8 +27,12 @@ c10::Device resolve_device(const std::string& spec, int local_rank) {
   const bool cuda = at::globalContext().hasCUDA();
   if (spec == "auto" && !cuda) return c10::Device(c10::kCPU);
   if (!cuda) {
+    // Where loading CUDA's libraries failed, that is why (src/cuda/cuda_runtime.h).
+    const cuda::LoadState& libraries = cuda::load_state();
     throw Error(fmt::format("run.device: '{}' asked for, but this process sees no CUDA device "
-                            "(use auto or cpu)", spec));
+                            "(use auto or cpu{})", spec,
+                            libraries.failed ? "; frugal's CUDA libraries are " + libraries.detail
+                                             : ""));
   }
   const int64_t index = named_index ? std::stoll(digits) : local_rank;
   const auto count = c10::impl::getDeviceGuardImpl(c10::kCUDA)->deviceCount();

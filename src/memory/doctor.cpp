@@ -2,9 +2,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
-#include <ATen/cuda/CUDAContext.h>
 #include <ATen/detail/CUDAHooksInterface.h>
-#include <cuda_runtime_api.h>
 #include <fmt/format.h>
 #include <sys/statvfs.h>
 
@@ -14,6 +12,8 @@
 #include <functional>
 #include <optional>
 #include <sstream>
+
+#include "cuda/cuda_runtime.h"
 
 extern char** environ;
 
@@ -240,13 +240,24 @@ Finding cpu_finding(const fs::path& root, int omp_threads) {
 }
 
 std::vector<Finding> gpu_findings(const Probe& p) {
-  if (p.gpus.empty()) {
-    return {{"GPUs", "none visible", Verdict::info,
-             p.env.count("CUDA_VISIBLE_DEVICES")
-                 ? "CUDA_VISIBLE_DEVICES=" + p.env.at("CUDA_VISIBLE_DEVICES") + " hides them?"
-                 : "training runs on the CPU (run.device: auto)"}};
-  }
   std::vector<Finding> out;
+  if (p.cuda_load_failed) {
+    out.push_back({"CUDA libraries", p.cuda_libraries, Verdict::bad,
+                   "this process cannot use a GPU: see that libfrugal_cuda.so and torch's CUDA "
+                   "libraries are found (docs/gpu.md, \"Loading CUDA\")"});
+  } else {
+    const bool loaded = !p.cuda_runtime.empty();
+    out.push_back({"CUDA libraries",
+                   loaded ? p.cuda_libraries + ", CUDA runtime " + p.cuda_runtime : p.cuda_libraries,
+                   loaded ? Verdict::ok : Verdict::info});
+  }
+  if (p.gpus.empty()) {
+    out.push_back({"GPUs", "none visible", Verdict::info,
+                   p.env.count("CUDA_VISIBLE_DEVICES")
+                       ? "CUDA_VISIBLE_DEVICES=" + p.env.at("CUDA_VISIBLE_DEVICES") + " hides them?"
+                       : "training runs on the CPU (run.device: auto)"});
+    return out;
+  }
   for (size_t i = 0; i < p.gpus.size(); ++i) {
     out.push_back({fmt::format("GPU {}", i),
                    fmt::format("{}, {} (CUDA runtime {}, driver {})", p.gpus[i].name,
@@ -296,17 +307,22 @@ Probe probe_process() {
     }
   }
   p.omp_threads = at::get_num_threads();
+  const cuda::LoadState& cuda_state = cuda::load_state();
+  p.cuda_libraries = cuda_state.detail;
+  p.cuda_load_failed = cuda_state.failed;
+  if (!cuda_state.loaded) return p;
+  // Asked of torch's CUDA hooks, which only its loaded CUDA library answers (its stand-in
+  // throws): the runtime's version, GPU or not.
+  const auto& hooks = at::detail::getCUDAHooks();
+  auto version = [](int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); };
+  p.cuda_runtime = version(static_cast<int>(hooks.versionCUDART()));
   if (at::globalContext().hasCUDA()) {
-    const auto& hooks = at::detail::getCUDAHooks();
     const int n = hooks.deviceCount();
     for (int i = 0; i < n; ++i) {
-      const cudaDeviceProp* prop = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(i));
-      p.gpus.push_back({prop->name, static_cast<int64_t>(prop->totalGlobalMem)});
+      const cuda::DeviceProperties prop = cuda::runtime().properties(static_cast<c10::DeviceIndex>(i));
+      p.gpus.push_back({prop.name, prop.total_bytes});
     }
-    auto version = [](int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); };
-    p.cuda_runtime = version(static_cast<int>(hooks.versionCUDART()));
-    int driver = 0;
-    if (cudaDriverGetVersion(&driver) == cudaSuccess) p.cuda_driver = version(driver);
+    if (const int driver = cuda::runtime().driver_version(); driver > 0) p.cuda_driver = version(driver);
   }
   return p;
 }

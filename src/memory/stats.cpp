@@ -1,20 +1,16 @@
 #include "frugal/memory/stats.h"
 
 #include <ATen/Context.h>
-#include <ATen/cuda/CUDAContext.h>
-#include <unistd.h>
-#include <c10/cuda/CUDACachingAllocator.h>
-#include <torch/csrc/cuda/memory_snapshot.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <fstream>
 
+#include "cuda/cuda_runtime.h"
 #include "frugal/memory/cpu_tracking.h"
 
 namespace frugal::memory {
 namespace {
-
-using c10::CachingAllocator::StatType;
 
 bool cuda_device(const c10::Device& d) {
   if (!d.is_cuda() || !at::globalContext().hasCUDA()) return false;
@@ -56,14 +52,13 @@ MemorySnapshot snapshot(const c10::Device& device) {
   if (cuda_device(device)) {
     const auto index = device.has_index() ? device.index() : c10::DeviceIndex(0);
     s.device = fmt::format("cuda:{}", index);
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index);
-    const auto all = static_cast<size_t>(StatType::AGGREGATE);
-    s.allocated = stats.allocated_bytes[all].current;
-    s.allocated_peak = stats.allocated_bytes[all].peak;
-    s.reserved = stats.reserved_bytes[all].current;
-    s.reserved_peak = stats.reserved_bytes[all].peak;
-    s.active = stats.active_bytes[all].current;
-    s.active_peak = stats.active_bytes[all].peak;
+    const cuda::AllocatorStats stats = cuda::runtime().allocator_stats(index);
+    s.allocated = stats.allocated;
+    s.allocated_peak = stats.allocated_peak;
+    s.reserved = stats.reserved;
+    s.reserved_peak = stats.reserved_peak;
+    s.active = stats.active;
+    s.active_peak = stats.active_peak;
     s.tracked = true;
     return s;
   }
@@ -77,7 +72,7 @@ MemorySnapshot snapshot(const c10::Device& device) {
 
 void reset_peaks(const c10::Device& device) {
   if (cuda_device(device)) {
-    c10::cuda::CUDACachingAllocator::resetPeakStats(device.has_index() ? device.index() : 0);
+    cuda::runtime().reset_peak_stats(device.has_index() ? device.index() : 0);
   } else {
     reset_cpu_peak();
   }
@@ -85,22 +80,21 @@ void reset_peaks(const c10::Device& device) {
 
 void start_history(const c10::Device& device) {
   if (!device.is_cuda()) return;
-  torch::cuda::_record_memory_history(std::string("all"), std::string("all"), "python",
-                                      /*max_entries=*/1000000);
+  cuda::runtime().record_history();
 }
 
 std::string history_snapshot(const c10::Device& device) {
   if (!device.is_cuda()) return {};
-  return torch::cuda::_memory_snapshot_pickled();
+  return cuda::runtime().history_snapshot();
 }
 
 void empty_cache(const c10::Device& device) {
-  if (cuda_device(device)) c10::cuda::CUDACachingAllocator::emptyCache();
+  if (cuda_device(device)) cuda::runtime().empty_cache();
 }
 
 int64_t memory_limit(const c10::Device& device, int64_t budget) {
   if (cuda_device(device)) {
-    return static_cast<int64_t>(at::cuda::getDeviceProperties(device.index())->totalGlobalMem);
+    return cuda::runtime().properties(device.index()).total_bytes;
   }
   if (budget > 0) return budget;
   return static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGE_SIZE));

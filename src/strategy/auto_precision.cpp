@@ -1,9 +1,8 @@
 // strategy.precision: auto, decided by what the device computes fast (kept apart: it is the
 // one file of the precisions that asks CUDA about the device).
-#include <ATen/Context.h>
-#include <ATen/cuda/CUDAContext.h>
 #include <cpuid.h>
 
+#include "cuda/cuda_runtime.h"
 #include "frugal/strategy/precision.h"
 
 namespace frugal {
@@ -26,7 +25,7 @@ std::string resolve_precision(const std::string& precision, const c10::Device& d
   if (precision != "auto") return precision;
   if (device.is_cuda()) {
     // bf16 tensor cores from Ampere (compute capability 8.0) on; before, fp16 with a scaler.
-    const int major = at::cuda::getDeviceProperties(device.index() < 0 ? 0 : device.index())->major;
+    const int major = cuda::runtime().properties(device.index() < 0 ? 0 : device.index()).major;
     return major >= 8 ? "bf16-mixed" : "fp16-mixed";
   }
   if (device.is_cpu()) {

@@ -1,19 +1,20 @@
 #include "frugal/strategy/offload_stream.h"
 
 #include <ATen/ATen.h>
-#include <ATen/cuda/CUDAEvent.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <cuda_runtime_api.h>
+#include <c10/core/Event.h>
+#include <c10/core/Stream.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 
+#include "cuda/cuda_runtime.h"
 #include "frugal/util/error.h"
 #include "frugal/util/log.h"
 
@@ -32,11 +33,29 @@ void trace(TraceEvent::Kind kind, int64_t marker, int64_t after = 0, bool wait_h
   }
 }
 
+// Streams and events through torch's device-generic API (c10::Stream, c10::Event): libfrugal
+// does not link torch's CUDA library, which registers the CUDA implementation of that API.
+const c10::impl::DeviceGuardImplInterface& cuda_guard() {
+  return *c10::impl::getDeviceGuardImpl(c10::kCUDA);
+}
+
+c10::Stream current_stream(c10::Device device) { return cuda_guard().getStream(device); }
+
 }  // namespace
 
 struct Marker {
   int64_t id = next_marker.fetch_add(1);
-  at::cuda::CUDAEvent event;  // created on its first record: never on the CPU
+  // On a CUDA device only (c10::Event asks for the device type's implementation); the CUDA
+  // event itself is created at its first record.
+  std::optional<c10::Event> event;
+
+  void record(const c10::Stream& stream) {
+    if (!event) event.emplace(c10::kCUDA);
+    event->record(stream);
+  }
+  void block(const c10::Stream& stream) const {
+    if (event) event->block(stream);
+  }
 };
 
 int64_t marker_id(const std::shared_ptr<Marker>& marker) { return marker ? marker->id : 0; }
@@ -48,7 +67,7 @@ void record_trace(std::vector<TraceEvent>* sink) {
 
 std::shared_ptr<Marker> mark(c10::Device device) {
   auto marker = std::make_shared<Marker>();
-  if (device.is_cuda()) marker->event.record(c10::cuda::getCurrentCUDAStream(device.index()));
+  if (device.is_cuda()) marker->record(current_stream(device));
   trace(TraceEvent::kMark, marker->id);
   return marker;
 }
@@ -60,18 +79,17 @@ std::shared_ptr<Marker> on_side_stream(c10::Device device, const std::shared_ptr
     copies();
   } else {
     // One side stream per device from the pool, kept for the process.
-    static thread_local c10::cuda::CUDAStream side =
-        c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
-    if (side.device_index() != device.index()) {
-      side = c10::cuda::getStreamFromPool(false, device.index());
+    static thread_local std::optional<c10::Stream> side;
+    if (!side || side->device_index() != device.index()) {
+      side = cuda_guard().getStreamFromGlobalPool(device, /*isHighPriority=*/false);
     }
-    if (after) after->event.block(side);
+    if (after) after->block(*side);
     {
-      c10::cuda::CUDAStreamGuard guard(side);
+      c10::StreamGuard guard(*side);
       copies();
     }
-    done->event.record(side);
-    if (wait_host) done->event.synchronize();
+    done->record(*side);
+    if (wait_host) done->event->synchronize();
   }
   trace(TraceEvent::kSideStream, done->id, marker_id(after), wait_host);
   return done;
@@ -79,12 +97,12 @@ std::shared_ptr<Marker> on_side_stream(c10::Device device, const std::shared_ptr
 
 void wait_on_current(c10::Device device, const std::shared_ptr<Marker>& marker) {
   if (!marker) return;
-  if (device.is_cuda()) marker->event.block(c10::cuda::getCurrentCUDAStream(device.index()));
+  if (device.is_cuda()) marker->block(current_stream(device));
   trace(TraceEvent::kWait, marker->id);
 }
 
 void keep_for_current_stream(const at::Tensor& t) {
-  if (t.is_cuda()) t.record_stream(c10::cuda::getCurrentCUDAStream(t.device().index()));
+  if (t.is_cuda()) t.record_stream(current_stream(t.device()));
 }
 
 PageSpan page_span(uintptr_t address, int64_t bytes, int64_t page_size) {
@@ -138,18 +156,10 @@ at::Tensor registered_bytes(int64_t bytes) {
   at::Tensor backing = at::empty({room}, at::TensorOptions().dtype(at::kByte));
   const PageSpan span = page_span(reinterpret_cast<uintptr_t>(backing.data_ptr()), bytes, page);
   uint8_t* start = backing.data_ptr<uint8_t>() + span.skip;
-  const cudaError_t err =
-      cudaHostRegister(start, static_cast<size_t>(span.locked), cudaHostRegisterDefault);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();  // not sticky: clear it, so that the next CUDA call does not see it
-    throw std::runtime_error(cudaGetErrorString(err));
-  }
+  const cuda::Runtime& runtime = cuda::runtime();
+  runtime.register_host(start, static_cast<size_t>(span.locked));
   return at::from_blob(
-      start, {bytes},
-      [backing](void* p) {
-        // Unlocking can only fail for memory that was not locked: nothing to do then.
-        (void)cudaHostUnregister(p);
-      },
+      start, {bytes}, [backing, &runtime](void* p) { runtime.unregister_host(p); },
       at::TensorOptions().dtype(at::kByte));
 }
 

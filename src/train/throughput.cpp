@@ -1,16 +1,16 @@
 #include "frugal/train/throughput.h"
 
-#include <ATen/cuda/CUDAContext.h>
-
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "cuda/cuda_runtime.h"
 
 namespace frugal {
 
 std::optional<double> known_peak_flops(const c10::Device& device) {
   if (!device.is_cuda()) return std::nullopt;
-  const std::string name = at::cuda::getDeviceProperties(device.index() < 0 ? 0 : device.index())->name;
+  const std::string name = cuda::runtime().properties(device.index() < 0 ? 0 : device.index()).name;
   // Vendors' data sheets, bf16 dense (no sparsity); the first match wins, so the longer names
   // come first.
   static const std::vector<std::pair<std::string, double>> peaks = {

@@ -38,7 +38,7 @@ if [ -z "$build" ]; then
 fi
 build=$(cd "$build" && pwd)
 for f in bin/frugal bin/frugal_tests bin/frugal_dist_worker lib/libfrugal.so \
-         lib/libfrugal_tensorboard_events.so; do
+         lib/libfrugal_tensorboard_events.so lib/libfrugal_cuda.so; do
   [ -e "$build/$f" ] || { echo "bundle.sh: $build/$f missing (build it first)" >&2; exit 1; }
 done
 for tool in patchelf strip readelf objdump; do
@@ -57,10 +57,11 @@ cp "$build"/bin/frugal "$build"/bin/frugal_tests "$build"/bin/frugal_dist_worker
 cp -L "$build/lib/libfrugal.so" "$out/lib/libfrugal.so"
 soname=$(readelf -d "$out/lib/libfrugal.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 [ -n "$soname" ] && [ "$soname" != libfrugal.so ] && ln -s libfrugal.so "$out/lib/$soname"
-# TensorBoard's event encoding: loaded by libfrugal from its own folder (dlopen), so no ldd
-# finds it.
-cp -L "$build/lib/libfrugal_tensorboard_events.so" "$out/lib/"
-frugal_elves=("$out"/bin/* "$out/lib/libfrugal.so" "$out/lib/libfrugal_tensorboard_events.so")
+# TensorBoard's event encoding and the CUDA runtime (torch's CUDA libraries, NCCL): loaded by
+# libfrugal from its own folder (dlopen), so no ldd finds them.
+cp -L "$build/lib/libfrugal_tensorboard_events.so" "$build/lib/libfrugal_cuda.so" "$out/lib/"
+frugal_elves=("$out"/bin/* "$out/lib/libfrugal.so" "$out/lib/libfrugal_tensorboard_events.so"
+  "$out/lib/libfrugal_cuda.so")
 strip --strip-unneeded "${frugal_elves[@]}"
 for f in "${frugal_elves[@]}"; do patchelf --set-rpath '$ORIGIN/../lib' "$f"; done
 

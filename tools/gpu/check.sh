@@ -68,6 +68,7 @@ source "$root/bench/gpu/rows.sh"
 
 # --- The rows, in the order they run (the most telling first: the deadline cuts the last) ------
 if [ $mode = check ]; then
+  check_row cuda-load "CUDA libraries loaded at start (libfrugal_cuda.so, docs/gpu.md)" "frugal doctor: loaded, CUDA runtime and GPU 0 seen"
   check_row fp32 "fp32 against the CPU" "losses of 20 steps within 1e-4 relative"
   check_row cuda-cases "Catch2 [cuda] cases" "every case passes"
   check_row determinism "determinism control: the fp32 run twice" "bit-exact (else the bit-exact rows are inconclusive)"
@@ -258,6 +259,23 @@ trained() {
   rc=$?
   echo "$rc $stopped" >"$runs/$name.result"
   return $rc
+}
+
+# frugal loads torch's CUDA libraries itself, where it sees an NVIDIA driver (docs/gpu.md,
+# "Loading CUDA"): the first thing to know when every other row fails.
+row_cuda_load() {
+  run_named doctor 60 "${frugal[@]}" doctor || { row cuda-load "$(why_failed doctor $?)"; return; }
+  local libs gpu
+  libs=$(sed -n 's/^[a-z]* *CUDA libraries  *//p' "$logs/doctor.log" | head -1)
+  gpu=$(sed -n 's/^[a-z]* *GPU 0  *//p' "$logs/doctor.log" | head -1)
+  if [ "$dev" = cpu ]; then
+    row cuda-load "SKIPPED (no CUDA: doctor says '${libs:-nothing}')" "${libs:--}"
+  elif [[ $libs == loaded\ from* ]] && [ -n "$gpu" ]; then
+    row cuda-load PASS "$libs; GPU 0: $gpu" "nvidia-smi: ${smi:-none}"
+  else
+    row cuda-load "FAIL (doctor says '${libs:-nothing}', GPU 0 '${gpu:-none}'; doctor.log)" "${libs:--}" \
+      "nvidia-smi: ${smi:-none}"
+  fi
 }
 
 row_fp32() {

@@ -36,7 +36,10 @@ struct Probe {
   std::map<std::string, std::string> env;  // NCCL_*, OMP_NUM_THREADS, CUDA_VISIBLE_DEVICES
   int omp_threads = 0;                     // ATen's intra-op threads
   std::vector<GpuInfo> gpus;
-  std::string cuda_runtime;                // "13.0", or empty without CUDA
+  std::string cuda_runtime;                // "13.0" where CUDA's libraries are loaded, GPU or not
+  // Whether frugal loaded torch's CUDA libraries, and why not (docs/gpu.md, "Loading CUDA").
+  std::string cuda_libraries;
+  bool cuda_load_failed = false;  // tried (a driver was seen, or FRUGAL_CUDA=1) and failed
   std::string cuda_driver;
 };
 

@@ -6,19 +6,14 @@
 #include <filesystem>
 
 #include "frugal/util/error.h"
+#include "util/beside_libfrugal.h"
 #include "train/tensorboard/events.h"
 
 namespace frugal::tb_events {
 
 const Table& table() {
   static const Table* loaded = [] {
-    // libfrugal's own file, wherever it was installed or bundled.
-    Dl_info self{};
-    if (dladdr(reinterpret_cast<void*>(&table), &self) == 0 || self.dli_fname == nullptr) {
-      throw Error("TensorBoard: cannot locate libfrugal to load its events library");
-    }
-    const std::filesystem::path file =
-        std::filesystem::path(self.dli_fname).parent_path() / "libfrugal_tensorboard_events.so";
+    const std::filesystem::path file = beside_libfrugal("libfrugal_tensorboard_events.so");
     void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
     if (handle == nullptr) {
       throw Error(fmt::format("TensorBoard: cannot load '{}': {}", file.string(), dlerror()));
