@@ -18,13 +18,22 @@ if [ $# -eq 0 ] && [ "$fuzz_runs" != 0 ]; then fuzz=1; fi
 # archive: tools/fuzz.sh), before the fuzz build starts beside the test build.
 first_target=none
 [ $fuzz = 1 ] && first_target=frugal_unfuzzed_archive
-FRUGAL_TEST_DEPS=1 FRUGAL_FUZZ_DEPS=$fuzz FRUGAL_BUILD_TARGET=$first_target bash tools/bootstrap.sh
+FRUGAL_FUZZ_DEPS=$fuzz FRUGAL_BUILD_TARGET=$first_target bash tools/bootstrap.sh
+# The test-only Python packages (requirements-test.txt: transformers, peft, ...) download while
+# the tests compile: only the tests' run needs them (on a fresh machine pip took 54 s here, most
+# of it waiting on the network). Everything else bootstrap.sh sets up is there by now, so this
+# second one only runs pip.
+mkdir -p build
+FRUGAL_TEST_DEPS=1 FRUGAL_BUILD_TARGET=none bash tools/bootstrap.sh >build/test-deps.log 2>&1 &
+deps_pid=$!
+fuzz_pid=""
+# Whatever runs beside the build stops with this script.
+trap '[ -n "$fuzz_pid" ] && kill -- -"$fuzz_pid" 2>/dev/null; [ -n "$deps_pid" ] && kill "$deps_pid" 2>/dev/null' EXIT
 # The fuzz build compiles beside the test build and the tests, at nice 19: it takes the CPU
 # they leave idle (links, tests waiting on a timeout or on another rank) and, once they are
 # done, all of it. In a process group of its own (set -m), stopped if this script stops, but in
 # this script's session: a new session (setsid) is a new scheduler autogroup, which Linux gives
 # an equal share of the CPU whatever its nice value.
-fuzz_pid=""
 if [ $fuzz = 1 ]; then
   mkdir -p build-fuzz
   set -m
@@ -32,9 +41,14 @@ if [ $fuzz = 1 ]; then
     >build-fuzz/build.log 2>&1 &
   fuzz_pid=$!
   set +m
-  trap '[ -n "$fuzz_pid" ] && kill -- -"$fuzz_pid" 2>/dev/null' EXIT
 fi
-FRUGAL_TEST_DEPS=1 bash tools/bootstrap.sh
+bash tools/bootstrap.sh
+if ! wait "$deps_pid"; then
+  cat build/test-deps.log
+  echo "tools/test.sh: installing the test-only Python packages failed (build/test-deps.log)" >&2
+  exit 1
+fi
+deps_pid=""
 cd build
 rc=0
 ctest --output-on-failure --timeout 900 -j "$(nproc)" "$@" || rc=$?

@@ -198,8 +198,7 @@ TEST_CASE("the GPU bundle runs relocated, with torch from another venv",
       } else if (title == "full checkpointing, dropout 0.1") {
         CHECK_THAT(result, Catch::StartsWith("FAIL (reference: drop-none exited with 1"));
       } else if (title.rfind("CUDA libraries loaded at start", 0) == 0) {
-        CHECK_THAT(result, Catch::StartsWith("SKIPPED (no CUDA: doctor says 'not loaded: no "
-                                             "NVIDIA driver"));
+        CHECK_THAT(result, Catch::StartsWith("SKIPPED (no CUDA: doctor says '"));
       } else if (title.rfind("Catch2 [cuda][", 0) == 0) {
         CHECK_THAT(result, Catch::StartsWith("SKIPPED (no CUDA: "));
       } else if (title.find("fp16") != std::string::npos || title.rfind("peak allocated", 0) == 0 ||
