@@ -27,11 +27,8 @@ Loaded& loaded() {
 
 // The kernel module's file, or the device node a container is given: where neither exists,
 // CUDA finds no device either.
-const char* nvidia_driver_sign() {
-  for (const char* path : {"/proc/driver/nvidia/version", "/dev/nvidiactl"}) {
-    if (access(path, F_OK) == 0) return path;
-  }
-  return nullptr;
+bool nvidia_driver_seen() {
+  return access("/proc/driver/nvidia/version", F_OK) == 0 || access("/dev/nvidiactl", F_OK) == 0;
 }
 
 std::string load() {
@@ -53,12 +50,11 @@ __attribute__((constructor(101))) void load_cuda_libraries() {
   LoadState& state = loaded().state;
   const char* setting = std::getenv("FRUGAL_CUDA");
   const std::string wanted = setting == nullptr ? "" : setting;
-  const char* sign = nvidia_driver_sign();
   if (wanted == "0") {
     state.detail = "not loaded (FRUGAL_CUDA=0)";
     return;
   }
-  if (wanted != "1" && sign == nullptr) {
+  if (wanted != "1" && !nvidia_driver_seen()) {
     state.detail = "not loaded: no NVIDIA driver (neither /proc/driver/nvidia nor /dev/nvidiactl; "
                    "FRUGAL_CUDA=1 loads them anyway)";
     return;
