@@ -4,7 +4,8 @@
 // CUDA hooks (the runtime's version, which torch's stand-in for them cannot give), so the
 // libraries registered themselves as when linked. A libfrugal_cuda.so that cannot be loaded is
 // a bad finding naming the file, and the CUDA device's error says why. Training on the CPU gives
-// the same losses with the libraries loaded or not.
+// the same losses with the libraries loaded or not. Without them, a process ends without
+// libtorch's static destructors (frugal::exit_process); with them, normally.
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
@@ -145,4 +146,30 @@ TEST_CASE("cuda libraries: a CPU run trains alike with torch's CUDA libraries lo
   const auto plain = losses("plain", "FRUGAL_CUDA=0");
   REQUIRE(loaded.size() == 4);
   CHECK(loaded == plain);
+}
+
+TEST_CASE("cuda libraries: a process ends without libtorch's destructors unless CUDA is loaded",
+          "[integration][cuda_libraries][process_exit]") {
+  // frugal::exit_process: the dynamic loader's log (LD_DEBUG=files) names each library whose
+  // destructors run at exit ("calling fini"); a pipe makes stdout fully buffered, so the
+  // version line arrives only if it was flushed before the process ended.
+  auto ended = [](const std::string& env) {
+    const auto r = test::run_command("env " + env + " LD_DEBUG=files " +
+                                     test::quote(test::frugal_binary()) + " --version | cat");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out == "frugal " FRUGAL_PROJECT_VERSION "\n");
+    return r.err;
+  };
+  const std::string plain = ended("FRUGAL_CUDA=0");
+  CHECK(plain.find("calling init: ") != std::string::npos);  // the log is there
+  CHECK(plain.find("calling fini: ") == std::string::npos);
+  // With the CUDA libraries, the normal exit: their teardown and profilers' flush run.
+  std::istringstream cuda(ended("FRUGAL_CUDA=1"));
+  bool torch_fini = false;
+  for (std::string line; std::getline(cuda, line);) {
+    torch_fini = torch_fini || (line.find("calling fini: ") != std::string::npos &&
+                                line.find("/libtorch_cpu.so") != std::string::npos);
+  }
+  CHECK(torch_fini);
 }

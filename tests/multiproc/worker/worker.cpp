@@ -35,6 +35,7 @@
 #include "frugal/models/registry.h"
 #include "frugal/optim/optimizer.h"
 #include "frugal/util/error.h"
+#include "frugal/util/process_exit.h"
 #include "scenarios.h"
 #include "support/model_configs.h"
 
@@ -660,9 +661,7 @@ int env() {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run_scenario(int argc, char** argv) {
   const std::string scenario = argc > 1 ? argv[1] : "";
   try {
     if (scenario == "collectives") return collectives();
@@ -684,3 +683,7 @@ int main(int argc, char** argv) {
     return 4;
   }
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { frugal::exit_process(run_scenario(argc, argv)); }
