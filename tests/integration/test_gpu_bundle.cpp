@@ -110,7 +110,8 @@ TEST_CASE("the GPU bundle runs relocated, with torch from another venv",
   // A second venv whose site-packages are links to the first's: the same torch, another path.
   auto site = must(
       test::python() +
-      " -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)), end=\"\")'");
+      " -c 'import importlib.util as u, os; "
+      "print(os.path.dirname(os.path.dirname(u.find_spec(\"torch\").origin)), end=\"\")'");
   const fs::path venv = dir / "venv2";
   must(test::python() + " -m venv --without-pip " + test::quote(venv.string()));
   auto site2 = must(test::quote((venv / "bin/python").string()) +

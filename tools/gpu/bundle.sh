@@ -46,7 +46,8 @@ for tool in patchelf strip readelf objdump; do
 done
 py=$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt")
 [ -x "$py" ] || py="$root/.venv/bin/python"
-site=$("$py" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+# (where torch is and its version, without importing it: seconds on a small machine)
+site=$("$py" -c 'import importlib.util as u, os; print(os.path.dirname(os.path.dirname(u.find_spec("torch").origin)))')
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
@@ -120,7 +121,7 @@ size_kib=$(du -sk "$out" | cut -f1)
 {
   echo "commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
   echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(. /etc/os-release && echo "$PRETTY_NAME")"
-  echo "torch: $("$py" -c 'import torch; print(torch.__version__)')"
+  echo "torch: $("$py" -c 'import importlib.metadata as m; print(m.version("torch"))')"
   echo "glibc needed: $glibc_needed"
   echo "GLIBCXX needed: $glibcxx_needed (lib/cxx/ has one, for glibc $cxx_glibc_needed or newer)"
   echo "size: $((size_kib / 1024)) MiB"
