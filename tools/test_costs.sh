@@ -8,9 +8,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 data="$root/build/Testing/Temporary/CTestCostData.txt"
 [ -f "$data" ] || { echo "tools/test_costs.sh: $data missing (run tools/test.sh first)" >&2; exit 1; }
 {
-  echo "# Seconds each test file took (ctest -j3 on a 2-core machine), slowest first: CTest's order"
-  echo "# on a fresh clone, which has no timings of its own yet (tests/CMakeLists.txt). Refresh from a"
-  echo "# full run: tools/test_costs.sh"
+  echo "# Seconds each test file takes (CTest's running mean, ctest -j3 on 2 cores), slowest first: the order"
+  echo "# CTest starts them in on a fresh clone, which has no timings of its own yet (tests/CMakeLists.txt)."
+  echo "# Refresh after a full run: tools/test_costs.sh"
   # CostData's lines: name, runs, mean seconds; a "---" line starts the list of failed tests.
   awk '$0 == "---" {exit} NF == 3 && $3 >= 3 {printf "%s %.0f\n", $1, $3}' "$data" | sort -k2 -rn
 } >"$root/tests/ctest_costs.txt"
