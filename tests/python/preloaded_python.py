@@ -55,11 +55,18 @@ def run(name, python, args):
                 s.close()
                 s = None
         if s is not None:
-            reply = s.recv(4096)
-            if not reply:
-                sys.stderr.write("preloaded python: %s ended without an exit status\n" % args[0])
-                os._exit(1)
-            os._exit(json.loads(reply)["exit"])
+            try:
+                reply = s.recv(4096)
+            except ConnectionResetError:
+                # The server ended (stopped) with the request unread in its queue: the script
+                # never started there, so it runs the plain way.
+                reply = None
+            if reply is not None:
+                if not reply:
+                    sys.stderr.write("preloaded python: %s ended without an exit status\n" % args[0])
+                    os._exit(1)
+                os._exit(json.loads(reply)["exit"])
+            s.close()
     os.execv(python, [python] + args)
 
 
