@@ -17,14 +17,6 @@ inline CommandResult frugal(const std::string& args, int timeout_s = 600) {
   return run_command(quote(frugal_binary()) + " " + args, timeout_s);
 }
 
-// `python tests/python/SCRIPT ARGS` with the tests' Python (ARGS already shell-quoted).
-inline CommandResult python_script(const std::string& script, const std::string& args,
-                                   int timeout_s = 600) {
-  return run_command(
-      python() + " " + quote((source_dir() / "tests/python" / script).string()) + " " + args,
-      timeout_s);
-}
-
 // A tiny, fast config (2-layer GPT on synthetic tokens) writing its runs under `runs`.
 inline std::string tiny_gpt_yaml(const std::string& runs, const std::string& name,
                                  int max_steps) {

@@ -39,6 +39,14 @@ std::string python();          // the venv's python (with torch and safetensors)
 std::filesystem::path source_dir();
 std::string quote(const std::string& s);  // single-quoted for /bin/sh
 
+// `python tests/python/SCRIPT ARGS` with the tests' Python (ARGS already shell-quoted).
+inline CommandResult python_script(const std::string& script, const std::string& args,
+                                   int timeout_s = 600) {
+  return run_command(
+      python() + " " + quote((source_dir() / "tests/python" / script).string()) + " " + args,
+      timeout_s);
+}
+
 // A TCP port nothing on this machine listens on now (bound on loopback and released).
 int free_port();
 
