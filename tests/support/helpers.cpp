@@ -64,7 +64,13 @@ std::string from_env_or(const char* name, const char* built_in) {
 }  // namespace
 
 fs::path binary_dir() { return from_env_or("FRUGAL_TEST_BINARY_DIR", FRUGAL_BINARY_DIR); }
-std::string frugal_binary() { return (binary_dir() / "bin" / "frugal").string(); }
+// The preloaded frugal's client where CTest set one up (tests/preloaded/), else the binary.
+std::string frugal_binary() {
+  const char* preloaded = std::getenv("FRUGAL_TEST_FRUGAL");
+  if (preloaded != nullptr && *preloaded != '\0') return preloaded;
+  return plain_frugal_binary();
+}
+std::string plain_frugal_binary() { return (binary_dir() / "bin" / "frugal").string(); }
 std::string python() { return from_env_or("FRUGAL_TEST_PYTHON", FRUGAL_PYTHON); }
 fs::path source_dir() { return from_env_or("FRUGAL_TEST_SOURCE_DIR", FRUGAL_SOURCE_DIR); }
 

@@ -33,7 +33,10 @@ CommandResult run_command(const std::string& command_line, int timeout_s = 600);
 // Where the build and the sources are (overridable by FRUGAL_TEST_BINARY_DIR,
 // FRUGAL_TEST_SOURCE_DIR and FRUGAL_TEST_PYTHON, for a relocated bundle).
 std::filesystem::path binary_dir();
-std::string frugal_binary();   // build/bin/frugal
+// build/bin/frugal, or the client of its preloaded fork server (tests/preloaded/) that acts as it
+// where CTest started one (FRUGAL_TEST_FRUGAL).
+std::string frugal_binary();
+std::string plain_frugal_binary();  // build/bin/frugal itself, always
 std::string python();          // the venv's python (with torch and safetensors), as the client of the
                                 // preloaded server (tests/python/preloaded_python.py)
 std::filesystem::path source_dir();

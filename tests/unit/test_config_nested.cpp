@@ -11,6 +11,7 @@
 using frugal::Config;
 using frugal::load_config;
 using frugal::load_config_string;
+using frugal::OptimizerPlace;
 using frugal_test::ConfigDir;
 
 namespace {
