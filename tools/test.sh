@@ -28,7 +28,8 @@ FRUGAL_TEST_DEPS=1 FRUGAL_BUILD_TARGET=none bash tools/bootstrap.sh >build/test-
 deps_pid=$!
 fuzz_pid=""
 # Whatever runs beside the build stops with this script.
-trap '[ -n "$fuzz_pid" ] && kill -- -"$fuzz_pid" 2>/dev/null; [ -n "$deps_pid" ] && kill "$deps_pid" 2>/dev/null' EXIT
+bench_pid=""
+trap '[ -n "$fuzz_pid" ] && kill -- -"$fuzz_pid" 2>/dev/null; [ -n "$bench_pid" ] && kill -- -"$bench_pid" 2>/dev/null; [ -n "$deps_pid" ] && kill "$deps_pid" 2>/dev/null' EXIT
 # The fuzz build compiles beside the test build and the tests, at nice 19: it takes the CPU
 # they leave idle (links, tests waiting on a timeout or on another rank) and, once they are
 # done, all of it. In a process group of its own (set -m), stopped if this script stops, but in
@@ -42,7 +43,19 @@ if [ $fuzz = 1 ]; then
   fuzz_pid=$!
   set +m
 fi
-bash tools/bootstrap.sh
+# The tests and what they run; the benchmark programs, which no test runs, compile beside the
+# tests below, off the way to their start.
+bench=0
+if [ $# -eq 0 ]; then bench=1; fi
+if [ $bench = 1 ]; then FRUGAL_BUILD_TARGET=frugal_tests bash tools/bootstrap.sh; else bash tools/bootstrap.sh; fi
+bench_pid=""
+if [ $bench = 1 ]; then
+  set -m
+  nice -n 19 cmake --build build --target frugal_bench_cpu_adam frugal_bench_phase_timing \
+    >build/bench-build.log 2>&1 &
+  bench_pid=$!
+  set +m
+fi
 if ! wait "$deps_pid"; then
   cat build/test-deps.log
   echo "tools/test.sh: installing the test-only Python packages failed (build/test-deps.log)" >&2
@@ -58,6 +71,16 @@ ctest --output-on-failure --timeout 900 -j "$(($(nproc) + 1))" "$@" || rc=$?
 log=Testing/Temporary/LastTest.log
 if [ -f "$log" ]; then
   grep '^SKIPPED: ' "$log" | sort | uniq -c | sed 's/^ *\([0-9]*\) SKIPPED: /skipped: \1 case(s): /' || true
+fi
+if [ -n "$bench_pid" ]; then
+  bench_rc=0
+  wait "$bench_pid" || bench_rc=$?
+  bench_pid=""
+  if [ $bench_rc != 0 ]; then
+    tail -n 40 "$root/build/bench-build.log"
+    echo "tools/test.sh: building the benchmark programs failed (build/bench-build.log)" >&2
+    rc=1
+  fi
 fi
 if [ $fuzz = 1 ]; then
   cd "$root"
