@@ -57,6 +57,14 @@ class Server {
   std::string said_;
 };
 
+// True (the case skipped) where the server cannot run here; else it must be serving.
+bool skipped_here(const Server& server) {
+  INFO(server.said());
+  if (const std::string why = unavailable(server.said()); !why.empty()) return test::skip(why);
+  REQUIRE(server.serving());
+  return false;
+}
+
 // The frugal processes (build/bin/frugal's image, not the client's) whose line mentions `text`.
 std::vector<test::Process> frugal_processes(const std::string& text) {
   std::vector<test::Process> found;
@@ -107,12 +115,7 @@ TEST_CASE("preloaded frugal: a command gets the binary's results, streams, exit 
           "[integration][preloaded]") {
   test::TempDir dir("frugal-preloaded");
   Server server(dir / "server.log");
-  INFO(server.said());
-  if (const std::string why = unavailable(server.said()); !why.empty()) {
-    test::skip(why);
-    return;
-  }
-  REQUIRE(server.serving());
+  if (skipped_here(server)) return;
   test::write_text(dir / "t.yaml", test::tiny_gpt_yaml("runs", "x", 6));
   const std::string cd = "cd " + test::quote(dir.path().string()) + " && umask 077 && ";
   const std::string plain = test::quote(test::plain_frugal_binary());
@@ -156,12 +159,7 @@ TEST_CASE("preloaded frugal: the command runs in a fork that shows its line, tak
           "[integration][preloaded]") {
   test::TempDir dir("frugal-preloaded-signals");
   Server server(dir / "server.log");
-  INFO(server.said());
-  if (const std::string why = unavailable(server.said()); !why.empty()) {
-    test::skip(why);
-    return;
-  }
-  REQUIRE(server.serving());
+  if (skipped_here(server)) return;
   test::write_text(dir / "long.yaml", test::tiny_gpt_yaml("runs", "x", 1000000));
   // Run names of this process's own: other test files run beside this one.
   const std::string term = "term" + std::to_string(::getpid());
