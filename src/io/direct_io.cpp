@@ -121,27 +121,54 @@ AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
 
 AlignedBuffer::~AlignedBuffer() = default;
 
+template <typename Open>
+int DirectFile::try_open(Open open_at, int flags, bool require_direct) {
+  int err = EINVAL;
+  if (!fault_no_odirect()) {
+    fd_ = open_at(flags | O_DIRECT | O_CLOEXEC);
+    err = fd_ >= 0 ? 0 : errno;
+  }
+  direct_ = fd_ >= 0;
+  // EINVAL is a filesystem without O_DIRECT (some FUSE and network filesystems).
+  if (fd_ < 0 && err == EINVAL && !require_direct) {
+    fd_ = open_at(flags | O_CLOEXEC);
+    err = fd_ >= 0 ? 0 : errno;
+  }
+  return err;
+}
+
+void DirectFile::throw_open_error(int err, bool require_direct, const char* what) const {
+  if (err == EINVAL && require_direct)
+    throw Error(fmt::format("{}: the filesystem refuses direct I/O (O_DIRECT)", path_.string()));
+  throw Error(fmt::format("{}: cannot open for {}: {}", path_.string(), what, std::strerror(err)));
+}
+
 DirectFile::DirectFile(const std::filesystem::path& path, Mode mode, bool require_direct)
     : path_(path) {
   const int flags = mode == Mode::read     ? O_RDONLY
                     : mode == Mode::update ? O_RDWR
                                            : (O_RDWR | O_CREAT | O_TRUNC);
-  if (fault_no_odirect()) {
-    errno = EINVAL;
-  } else {
-    fd_ = ::open(path.c_str(), flags | O_DIRECT | O_CLOEXEC, 0644);
-  }
-  direct_ = fd_ >= 0;
-  // EINVAL is a filesystem without O_DIRECT (some FUSE and network filesystems).
-  if (fd_ < 0 && errno == EINVAL && !require_direct)
-    fd_ = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
-  if (fd_ < 0) {
-    const int err = errno;
-    if (err == EINVAL && require_direct)
-      throw Error(fmt::format("{}: the filesystem refuses direct I/O (O_DIRECT)", path.string()));
-    throw Error(fmt::format("{}: cannot open for {}: {}", path.string(),
-                            mode == Mode::read ? "reading" : "writing", std::strerror(err)));
-  }
+  const int err = try_open([&](int f) { return ::open(path.c_str(), f, 0644); }, flags,
+                           require_direct);
+  if (err != 0) throw_open_error(err, require_direct, mode == Mode::read ? "reading" : "writing");
+}
+
+DirectFile DirectFile::unnamed(const std::filesystem::path& dir, const std::string& name,
+                               bool require_direct) {
+  DirectFile file;
+  file.path_ = dir / name;
+  const int err = file.try_open([&](int f) { return ::open(dir.c_str(), f, 0600); },
+                                O_RDWR | O_TMPFILE, require_direct);
+  if (err == 0) return file;
+  // A filesystem without unnamed files says EOPNOTSUPP (a kernel before 3.11: EISDIR).
+  if (err != EOPNOTSUPP && err != EISDIR) file.throw_open_error(err, require_direct, "writing");
+  static std::atomic<int> counter{0};
+  const auto path = dir / fmt::format("{}.{}.{}", name, ::getpid(), counter++);
+  DirectFile named(path, Mode::write, require_direct);
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  named.path_ = file.path_;
+  return named;
 }
 
 DirectFile::~DirectFile() {

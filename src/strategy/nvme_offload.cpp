@@ -3,12 +3,10 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 #include <torch/utils.h>
-#include <unistd.h>
 
 #include <c10/util/accumulate.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <map>
 #include <system_error>
@@ -42,22 +40,19 @@ void point_at(at::Tensor& t, std::byte* bytes, const std::vector<int64_t>& sizes
   t.set_(at::from_blob(bytes, sizes, at::TensorOptions().dtype(dtype)));
 }
 
-// A scratch file under `dir` for this process, unlinked once open (see the header).
+// A scratch file under `dir` for this process, without a name (see the header).
 std::unique_ptr<io::DirectFile> open_scratch(const std::filesystem::path& dir, bool require_direct) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) {
     throw Error(fmt::format("{}: '{}' is not a directory (create it on a fast local disk)", kKey,
                             dir.string()));
   }
-  static std::atomic<int> counter{0};
-  const auto path = dir / fmt::format("frugal-optimizer-state.{}.{}", ::getpid(), counter++);
   std::unique_ptr<io::DirectFile> file;
   try {
-    file = std::make_unique<io::DirectFile>(path, io::DirectFile::Mode::write, require_direct);
+    file = std::make_unique<io::DirectFile>(io::DirectFile::unnamed(dir, "frugal-optimizer-state", require_direct));
   } catch (const Error& e) {
     throw Error(fmt::format("{}: {}", kKey, e.what()));
   }
-  std::filesystem::remove(path, ec);
   if (!file->direct()) {
     log::warn(fmt::format("{}: '{}' refuses O_DIRECT: the optimizer state goes through the page "
                           "cache (slower, and it competes with training for host memory; "

@@ -1,8 +1,12 @@
 // Direct I/O (frugal/io/direct_io.h) through io_uring and through the thread-pool fallback:
 // the same bytes come back from where they were written, with many transfers in flight and
 // completed out of order; misaligned transfers, reads past the end and unopenable files are
-// one-line errors; doctor --disk's measurement reads back what it wrote and cleans up.
+// one-line errors; doctor --disk's measurement reads back what it wrote and cleans up; an
+// unnamed file (the NVMe offload's scratch) never shows in its folder.
 #include <fmt/format.h>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -180,6 +184,42 @@ TEST_CASE("direct I/O on a filesystem without O_DIRECT falls back and a full dis
                                     "space left on device"));
   CHECK(engine.in_flight() == 0);
   ::unsetenv("FRUGAL_FAULT_DIRECT_ENOSPC_AFTER_BYTES");
+}
+
+TEST_CASE("an unnamed direct file holds what is written and leaves no name in its folder",
+          "[unit][io]") {
+  test::TempDir dir("frugal-direct-io-unnamed");
+  IoEngine engine(2);
+  AlignedBuffer written(2 * kDirectAlignment), read(2 * kDirectAlignment);
+  for (int64_t b = 0; b < written.size(); ++b) written.data()[b] = std::byte((b * 7) & 0xff);
+  {
+    const DirectFile file = DirectFile::unnamed(dir.path(), "scratch");
+    CHECK(file.direct());
+    CHECK(file.path() == dir / "scratch");  // (what messages call it)
+    // Where the folder's filesystem has unnamed files, the file never had a name (the
+    // fallback's name would show in its descriptor's link: ".../scratch.PID.0 (deleted)").
+    const int probe = ::open(dir.path().c_str(), O_RDWR | O_TMPFILE | O_CLOEXEC, 0600);
+    if (probe >= 0) {
+      ::close(probe);
+      const auto link = std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(file.fd()));
+      CHECK_THAT(link.string(), !Catch::Contains("scratch."));
+    }
+    engine.wait(engine.write(file, written.data(), written.size(), 0));
+    engine.wait(engine.read(file, read.data(), read.size(), 0));
+    CHECK(std::memcmp(read.data(), written.data(), written.size()) == 0);
+    CHECK(std::filesystem::is_empty(dir.path()));  // a kill now would leave nothing either
+  }
+  CHECK(std::filesystem::is_empty(dir.path()));
+
+  ::setenv("FRUGAL_FAULT_NO_ODIRECT", "1", 1);  // (unset below, as in the case above)
+  CHECK_FALSE(DirectFile::unnamed(dir.path(), "scratch").direct());
+  CHECK_THROWS_WITH(DirectFile::unnamed(dir.path(), "strict", true),
+                    Catch::Contains("strict: the filesystem refuses direct I/O (O_DIRECT)"));
+  ::unsetenv("FRUGAL_FAULT_NO_ODIRECT");
+  CHECK_THROWS_WITH(DirectFile::unnamed(dir / "missing", "scratch"),
+                    Catch::Contains("missing/scratch: cannot open for writing: No such file or "
+                                    "directory"));
+  CHECK(std::filesystem::is_empty(dir.path()));
 }
 
 namespace test_direct_io {

@@ -65,6 +65,12 @@ class DirectFile {
   // reading and writing in place.
   enum class Mode { read, write, update };
   DirectFile(const std::filesystem::path& path, Mode mode, bool require_direct = false);
+  // A file in the folder `dir` without a name (O_TMPFILE), for reading and writing: gone with
+  // its descriptor however the process ends, a SIGKILL included. Messages call it `dir`/`name`
+  // (path()). Where the filesystem has no unnamed files, it is `dir`/`name`.PID.N, removed as
+  // soon as it is open (a kill between the two leaves it behind).
+  static DirectFile unnamed(const std::filesystem::path& dir, const std::string& name,
+                            bool require_direct = false);
   ~DirectFile();
   DirectFile(DirectFile&& other) noexcept;
   DirectFile& operator=(DirectFile&&) = delete;
@@ -79,6 +85,14 @@ class DirectFile {
   void sync() const;
 
  private:
+  DirectFile() = default;
+  // Opens with `open_at(flags)`: O_DIRECT first, then without it where the filesystem refuses
+  // it (EINVAL) and `require_direct` allows. 0, or the errno of the open that failed.
+  template <typename Open>
+  int try_open(Open open_at, int flags, bool require_direct);
+  // The frugal::Error for try_open's `err`, naming path_ and what the file was opened for.
+  [[noreturn]] void throw_open_error(int err, bool require_direct, const char* what) const;
+
   std::filesystem::path path_;
   int fd_ = -1;
   bool direct_ = false;

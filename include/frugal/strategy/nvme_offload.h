@@ -16,8 +16,9 @@
 // time, the steps after it stream records. Between steps the masters and the state tensors
 // hold no memory (0 elements); bring_state_in() maps them from the file (copy-on-write, read
 // through the page cache) for a checkpoint, whose writer streams them without the process
-// holding a copy, and the next step lets the mappings go. The file is unlinked as soon as it is opened: it is
-// scratch, gone with the process however it ends (a checkpoint holds the state to resume).
+// holding a copy, and the next step lets the mappings go. The file has no name
+// (io::DirectFile::unnamed): it is scratch, gone with the process however it ends (a checkpoint
+// holds the state to resume).
 //
 // The arithmetic is the optimizer's own on the same values: a run equals RAM offload's (and the
 // plain run's on the CPU) bit for bit.
