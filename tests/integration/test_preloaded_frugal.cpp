@@ -57,11 +57,24 @@ class Server {
   std::string said_;
 };
 
+// A case's temporary folder, a server of its own logging there, and `config` (a tiny GPT
+// training `steps` steps) written there.
+struct Served {
+  test::TempDir dir;
+  Server server;
+  Served(const char* name, const std::string& config, int steps)
+      : dir(name), server(dir / "server.log") {
+    test::write_text(dir / config, test::tiny_gpt_yaml("runs", "x", steps));
+  }
+};
+
 // True (the case skipped) where the server cannot run here; else it must be serving.
-bool skipped_here(const Server& server) {
-  INFO(server.said());
-  if (const std::string why = unavailable(server.said()); !why.empty()) return test::skip(why);
-  REQUIRE(server.serving());
+bool skipped_here(const Served& served) {
+  INFO(served.server.said());
+  if (const std::string why = unavailable(served.server.said()); !why.empty()) {
+    return test::skip(why);
+  }
+  REQUIRE(served.server.serving());
   return false;
 }
 
@@ -113,10 +126,9 @@ using namespace preloaded_frugal_test;
 TEST_CASE("preloaded frugal: a command gets the binary's results, streams, exit status, folder, "
           "umask and limits",
           "[integration][preloaded]") {
-  test::TempDir dir("frugal-preloaded");
-  Server server(dir / "server.log");
-  if (skipped_here(server)) return;
-  test::write_text(dir / "t.yaml", test::tiny_gpt_yaml("runs", "x", 6));
+  const Served served("frugal-preloaded", "t.yaml", 6);
+  if (skipped_here(served)) return;
+  const auto& [dir, server] = served;
   const std::string cd = "cd " + test::quote(dir.path().string()) + " && umask 077 && ";
   const std::string plain = test::quote(test::plain_frugal_binary());
 
@@ -157,10 +169,9 @@ TEST_CASE("preloaded frugal: a command gets the binary's results, streams, exit 
 TEST_CASE("preloaded frugal: the command runs in a fork that shows its line, takes its caller's "
           "signals and dies with it; what a fork cannot take runs plainly",
           "[integration][preloaded]") {
-  test::TempDir dir("frugal-preloaded-signals");
-  Server server(dir / "server.log");
-  if (skipped_here(server)) return;
-  test::write_text(dir / "long.yaml", test::tiny_gpt_yaml("runs", "x", 1000000));
+  const Served served("frugal-preloaded-signals", "long.yaml", 1000000);
+  if (skipped_here(served)) return;
+  const auto& [dir, server] = served;
   // Run names of this process's own: other test files run beside this one.
   const std::string term = "term" + std::to_string(::getpid());
   const std::string killed = "killed" + std::to_string(::getpid());
