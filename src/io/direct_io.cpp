@@ -148,8 +148,8 @@ DirectFile::DirectFile(const std::filesystem::path& path, Mode mode, bool requir
   const int flags = mode == Mode::read     ? O_RDONLY
                     : mode == Mode::update ? O_RDWR
                                            : (O_RDWR | O_CREAT | O_TRUNC);
-  const int err = try_open([&](int f) { return ::open(path.c_str(), f, 0644); }, flags,
-                           require_direct);
+  const int err =
+      try_open([&](int f) { return ::open(path.c_str(), f, 0644); }, flags, require_direct);
   if (err != 0) throw_open_error(err, require_direct, mode == Mode::read ? "reading" : "writing");
 }
 

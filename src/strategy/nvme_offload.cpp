@@ -49,7 +49,8 @@ std::unique_ptr<io::DirectFile> open_scratch(const std::filesystem::path& dir, b
   }
   std::unique_ptr<io::DirectFile> file;
   try {
-    file = std::make_unique<io::DirectFile>(io::DirectFile::unnamed(dir, "frugal-optimizer-state", require_direct));
+    file = std::make_unique<io::DirectFile>(
+        io::DirectFile::unnamed(dir, "frugal-optimizer-state", require_direct));
   } catch (const Error& e) {
     throw Error(fmt::format("{}: {}", kKey, e.what()));
   }
